@@ -1,0 +1,84 @@
+// Package cli implements the canopy command line: one file per command or
+// group of commands, each binding flags to the packages that do the work.
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/canopyfs/canopy/client"
+)
+
+// DefaultAddr is where servers listen and clients connect by default.
+const DefaultAddr = "127.0.0.1:9400"
+
+// Main runs the command line with args and returns the exit status.
+func Main(args []string) int {
+	root := newRoot(os.Stdout, os.Stderr)
+	root.SetArgs(args)
+	if err := root.Execute(); err != nil {
+		fmt.Fprintf(os.Stderr, "canopy: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// globals are the flags every client command shares.
+type globals struct {
+	addr    string
+	secret  string
+	timeout time.Duration
+	out     io.Writer
+}
+
+func newRoot(out, errOut io.Writer) *cobra.Command {
+	g := &globals{out: out}
+	root := &cobra.Command{
+		Use:           "canopy",
+		Short:         "Canopy, a distributed file system",
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetOut(out)
+	root.SetErr(errOut)
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.addr, "addr", envOr("CANOPY_ADDR", DefaultAddr), "address of the Canopy server (env CANOPY_ADDR)")
+	pf.StringVar(&g.secret, "secret", os.Getenv("CANOPY_SECRET"), "shared secret of the server (env CANOPY_SECRET)")
+	pf.DurationVar(&g.timeout, "timeout", 30*time.Second, "give up on an operation after this long")
+	root.AddCommand(
+		newUpCmd(g), newMetaCmd(g),
+		newMkdirCmd(g), newTouchCmd(g), newLsCmd(g), newStatCmd(g), newMvCmd(g), newRmCmd(g),
+		newLnCmd(g), newReadlinkCmd(g), newChmodCmd(g), newChownCmd(g),
+		newDuCmd(g), newCountCmd(g), newDfCmd(g), newXattrCmd(g),
+	)
+	return root
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// dial connects to the server the flags name.
+func (g *globals) dial() (*client.Client, error) {
+	return client.Dial(g.addr, client.Options{Secret: g.secret})
+}
+
+// run dials, runs fn with a context bounded by --timeout, and closes.
+func (g *globals) run(fn func(ctx context.Context, c *client.Client) error) error {
+	c, err := g.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
+	defer cancel()
+	return fn(ctx, c)
+}

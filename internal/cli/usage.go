@@ -1,0 +1,109 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"path"
+
+	"github.com/spf13/cobra"
+
+	"github.com/canopyfs/canopy/client"
+)
+
+func newDuCmd(g *globals) *cobra.Command {
+	var summarize bool
+	cmd := &cobra.Command{
+		Use:   "du [-s] PATH...",
+		Short: "Show bytes used by each entry of a directory (or in total with -s)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return g.run(func(ctx context.Context, c *client.Client) error {
+				for _, arg := range args {
+					p := canon(arg)
+					fi, err := c.Lstat(ctx, p)
+					if err != nil {
+						return err
+					}
+					if summarize || !fi.IsDir() {
+						if err := printDu(ctx, c, g, p); err != nil {
+							return err
+						}
+						continue
+					}
+					ents, err := c.ReadDir(ctx, p)
+					if err != nil {
+						return err
+					}
+					for _, e := range ents {
+						if err := printDu(ctx, c, g, path.Join(p, e.Name())); err != nil {
+							return err
+						}
+					}
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVarP(&summarize, "summarize", "s", false, "one total per argument")
+	return cmd
+}
+
+func printDu(ctx context.Context, c *client.Client, g *globals, p string) error {
+	s, err := c.Summary(ctx, p)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(g.out, "%d  %s\n", s.Bytes, p)
+	return nil
+}
+
+func newCountCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "count PATH...",
+		Short: "Count directories, files and bytes below each path",
+		Long:  "Count directories, files and bytes below each path, printed as\nDIR_COUNT FILE_COUNT CONTENT_SIZE PATHNAME (as hadoop fs -count).",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return g.run(func(ctx context.Context, c *client.Client) error {
+				for _, arg := range args {
+					s, err := c.Summary(ctx, canon(arg))
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(g.out, "%12d %12d %18d %s\n", s.Dirs, s.Files, s.Bytes, canon(arg))
+				}
+				return nil
+			})
+		},
+	}
+}
+
+func newDfCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "df [PATH]",
+		Short: "Show capacity and use",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			p := "/"
+			if len(args) == 1 {
+				p = canon(args[0])
+			}
+			return g.run(func(ctx context.Context, c *client.Client) error {
+				s, err := c.Statfs(ctx, p)
+				if err != nil {
+					return err
+				}
+				pct := func(used, total uint64) float64 {
+					if total == 0 {
+						return 0
+					}
+					return 100 * float64(used) / float64(total)
+				}
+				fmt.Fprintf(g.out, "%-12s %20s %20s %20s %6s\n", "Filesystem", "Size", "Used", "Available", "Use%")
+				fmt.Fprintf(g.out, "%-12s %20d %20d %20d %5.1f%%\n", "canopy://"+g.addr, s.TotalBytes, s.UsedBytes, s.TotalBytes-s.UsedBytes, pct(s.UsedBytes, s.TotalBytes))
+				fmt.Fprintf(g.out, "%-12s %20d %20d %20d %5.1f%%\n", "inodes", s.TotalInodes, s.UsedInodes, s.TotalInodes-s.UsedInodes, pct(s.UsedInodes, s.TotalInodes))
+				return nil
+			})
+		},
+	}
+}

@@ -1,0 +1,147 @@
+package engine
+
+import "syscall"
+
+// MaxLinks is the most hard links a node may have (EMLINK beyond).
+const MaxLinks = 65000
+
+// prepareEntry checks that c may add an entry name to directory parent and
+// returns the directory. The checks run in Linux's order: the directory
+// exists and is one, the name is valid, c may search it, the name is free
+// (EEXIST, also for "." and ".."), c may write it.
+func (e *Engine) prepareEntry(c Cred, parent Ino, name string) (*node, error) {
+	d, err := e.dir(parent)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	if err := access(c, d, mayExec); err != nil {
+		return nil, err
+	}
+	if _, taken := d.children[name]; taken || isDot(name) {
+		return nil, syscall.EEXIST
+	}
+	if err := access(c, d, mayWrite); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// newNode creates a node of the given type and mode owned by c in directory
+// d, applying set-group-id inheritance as Linux's inode_init_owner.
+func (e *Engine) newNode(c Cred, d *node, mode uint32, now int64) *node {
+	typ := mode & S_IFMT
+	mode = typ | mode&0o7777
+	gid := c.GID
+	if d.attr.Mode&S_ISGID != 0 {
+		gid = d.attr.GID
+		if typ == S_IFDIR {
+			mode |= S_ISGID
+		}
+	}
+	if typ != S_IFDIR && mode&(S_ISGID|0o010) == S_ISGID|0o010 && !c.IsRoot() && !c.InGroup(gid) {
+		mode &^= S_ISGID
+	}
+	n := &node{attr: Attr{
+		Ino: e.alloc(), Mode: mode, UID: c.UID, GID: gid, Nlink: 1,
+		Atime: now, Mtime: now, Ctime: now,
+	}}
+	e.nodes[n.attr.Ino] = n
+	return n
+}
+
+// Mkdir creates directory name in parent with permission bits mode.
+func (e *Engine) Mkdir(c Cred, parent Ino, name string, mode uint32, now int64) (Attr, error) {
+	d, err := e.prepareEntry(c, parent, name)
+	if err != nil {
+		return Attr{}, err
+	}
+	if d.attr.Nlink >= MaxLinks {
+		return Attr{}, syscall.EMLINK
+	}
+	n := e.newNode(c, d, S_IFDIR|mode&0o7777, now)
+	n.attr.Nlink = 2
+	n.attr.Size = dirSize
+	n.parent = d.attr.Ino
+	n.children = make(map[string]Ino)
+	d.addEntry(name, n.attr.Ino, now)
+	d.attr.Nlink++
+	return n.attr, nil
+}
+
+// Mknod creates a regular file, fifo, socket or device node name in parent.
+// A mode without type bits makes a regular file. Devices need root (EPERM);
+// directories and symlinks have their own calls (EINVAL here).
+func (e *Engine) Mknod(c Cred, parent Ino, name string, mode, rdev uint32, now int64) (Attr, error) {
+	typ := mode & S_IFMT
+	switch typ {
+	case 0:
+		mode |= S_IFREG
+	case S_IFREG, S_IFIFO, S_IFSOCK:
+	case S_IFCHR, S_IFBLK:
+		if !c.IsRoot() {
+			return Attr{}, syscall.EPERM
+		}
+	default:
+		return Attr{}, syscall.EINVAL
+	}
+	d, err := e.prepareEntry(c, parent, name)
+	if err != nil {
+		return Attr{}, err
+	}
+	n := e.newNode(c, d, mode, now)
+	if typ == S_IFCHR || typ == S_IFBLK {
+		n.attr.Rdev = rdev
+	}
+	d.addEntry(name, n.attr.Ino, now)
+	return n.attr, nil
+}
+
+// Symlink creates symlink name in parent pointing at target.
+func (e *Engine) Symlink(c Cred, parent Ino, name, target string, now int64) (Attr, error) {
+	switch {
+	case target == "":
+		return Attr{}, syscall.ENOENT
+	case len(target) > MaxPathLen:
+		return Attr{}, syscall.ENAMETOOLONG
+	}
+	for i := 0; i < len(target); i++ {
+		if target[i] == 0 {
+			return Attr{}, syscall.EINVAL
+		}
+	}
+	d, err := e.prepareEntry(c, parent, name)
+	if err != nil {
+		return Attr{}, err
+	}
+	n := e.newNode(c, d, S_IFLNK|0o777, now)
+	n.target = target
+	n.attr.Size = uint64(len(target))
+	d.addEntry(name, n.attr.Ino, now)
+	return n.attr, nil
+}
+
+// Link adds entry newName in newParent for the existing node ino, which
+// must not be a directory (EPERM).
+func (e *Engine) Link(c Cred, ino Ino, newParent Ino, newName string, now int64) (Attr, error) {
+	n, err := e.get(ino)
+	if err != nil {
+		return Attr{}, err
+	}
+	if n.isDir() {
+		return Attr{}, syscall.EPERM
+	}
+	d, err := e.prepareEntry(c, newParent, newName)
+	if err != nil {
+		return Attr{}, err
+	}
+	if n.attr.Nlink >= MaxLinks {
+		return Attr{}, syscall.EMLINK
+	}
+	n.attr.Nlink++
+	n.attr.Ctime = now
+	d.addEntry(newName, ino, now)
+	return n.attr, nil
+}

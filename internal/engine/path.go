@@ -1,0 +1,159 @@
+package engine
+
+import (
+	"strings"
+	"syscall"
+)
+
+// checkName validates one path component that is about to name a new or
+// existing entry: not empty (ENOENT), at most MaxNameLen bytes
+// (ENAMETOOLONG), and without '/' or NUL (EINVAL). "." and ".." pass; each
+// operation decides what they mean for it.
+func checkName(name string) error {
+	switch {
+	case name == "":
+		return syscall.ENOENT
+	case len(name) > MaxNameLen:
+		return syscall.ENAMETOOLONG
+	case strings.IndexByte(name, '/') >= 0 || strings.IndexByte(name, 0) >= 0:
+		return syscall.EINVAL
+	}
+	return nil
+}
+
+func isDot(name string) bool { return name == "." || name == ".." }
+
+// checkPath validates a whole path: absolute (EINVAL), at most MaxPathLen
+// bytes (ENAMETOOLONG), no NUL (EINVAL), no component longer than
+// MaxNameLen (ENAMETOOLONG).
+func checkPath(path string) error {
+	if len(path) > MaxPathLen {
+		return syscall.ENAMETOOLONG
+	}
+	if path == "" {
+		return syscall.ENOENT
+	}
+	if path[0] != '/' || strings.IndexByte(path, 0) >= 0 {
+		return syscall.EINVAL
+	}
+	for comp := range strings.SplitSeq(path, "/") {
+		if len(comp) > MaxNameLen {
+			return syscall.ENAMETOOLONG
+		}
+	}
+	return nil
+}
+
+// lookupIn returns the node that name denotes in directory d, which c must
+// be allowed to search. "." is d itself and ".." its parent.
+func (e *Engine) lookupIn(c Cred, d *node, name string) (*node, error) {
+	if err := access(c, d, mayExec); err != nil {
+		return nil, err
+	}
+	switch name {
+	case ".":
+		return d, nil
+	case "..":
+		return e.get(d.parent)
+	}
+	ino, ok := d.children[name]
+	if !ok {
+		return nil, syscall.ENOENT
+	}
+	return e.get(ino)
+}
+
+// walker resolves paths, counting the symlinks it follows across one call.
+type walker struct {
+	e     *Engine
+	c     Cred
+	links int
+}
+
+// walk resolves path (absolute, or relative to dir start) to a node.
+// Symlinks in the middle are always followed; one in the last component is
+// followed if follow is set or the path ends in a slash.
+func (w *walker) walk(start *node, path string, follow bool) (*node, error) {
+	cur := start
+	if strings.HasPrefix(path, "/") {
+		cur = w.e.nodes[w.e.root]
+	}
+	trailing := strings.HasSuffix(path, "/")
+	rest := strings.Trim(path, "/")
+	for rest != "" {
+		var comp string
+		comp, rest, _ = strings.Cut(rest, "/")
+		rest = strings.TrimLeft(rest, "/")
+		if comp == "" {
+			continue
+		}
+		if !cur.isDir() {
+			return nil, syscall.ENOTDIR
+		}
+		next, err := w.e.lookupIn(w.c, cur, comp)
+		if err != nil {
+			return nil, err
+		}
+		last := rest == ""
+		if next.attr.Mode&S_IFMT == S_IFLNK && (!last || follow || trailing) {
+			w.links++
+			if w.links > MaxSymlinks {
+				return nil, syscall.ELOOP
+			}
+			if next, err = w.walk(cur, next.target, true); err != nil {
+				return nil, err
+			}
+		}
+		cur = next
+	}
+	if trailing && !cur.isDir() {
+		return nil, syscall.ENOTDIR
+	}
+	return cur, nil
+}
+
+// Resolve returns the attributes of the node at the absolute path. A
+// symlink in the last component is followed if follow is set; all others
+// always are. c needs search permission on every directory on the way.
+func (e *Engine) Resolve(c Cred, path string, follow bool) (Attr, error) {
+	if err := checkPath(path); err != nil {
+		return Attr{}, err
+	}
+	w := walker{e: e, c: c}
+	n, err := w.walk(e.nodes[e.root], path, follow)
+	if err != nil {
+		return Attr{}, err
+	}
+	return n.attr, nil
+}
+
+// ResolveIno is Resolve returning only the inode number.
+func (e *Engine) ResolveIno(c Cred, path string, follow bool) (Ino, error) {
+	a, err := e.Resolve(c, path, follow)
+	return a.Ino, err
+}
+
+// ResolveParent splits an absolute path into the directory that holds its
+// last component, resolved, and that component's name. Trailing slashes are
+// ignored; the root path yields (root, "."). The name is checked with the
+// component rules; "." and ".." are returned as they are.
+func (e *Engine) ResolveParent(c Cred, path string) (Ino, string, error) {
+	if err := checkPath(path); err != nil {
+		return 0, "", err
+	}
+	trimmed := strings.TrimRight(path, "/")
+	if trimmed == "" {
+		return e.root, ".", nil
+	}
+	i := strings.LastIndexByte(trimmed, '/')
+	dirPath, name := trimmed[:i+1], trimmed[i+1:]
+	w := walker{e: e, c: c}
+	d, err := w.walk(e.nodes[e.root], dirPath, true)
+	if err != nil {
+		return 0, "", err
+	}
+	if !d.isDir() {
+		return 0, "", syscall.ENOTDIR
+	}
+	return d.attr.Ino, name, nil
+}

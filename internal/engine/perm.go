@@ -1,0 +1,53 @@
+package engine
+
+import "syscall"
+
+// Access bits, as in access(2).
+const (
+	mayRead  = 4
+	mayWrite = 2
+	mayExec  = 1
+)
+
+// access checks that c may access n in every way that want asks for,
+// from n's mode bits as Linux does: the owner class if c owns n, else the
+// group class if c is in n's group, else the other class. Root passes,
+// except that executing a non-directory needs some execute bit.
+func access(c Cred, n *node, want uint32) error {
+	mode := n.attr.Mode
+	if c.IsRoot() {
+		if want&mayExec != 0 && !n.isDir() && mode&0o111 == 0 {
+			return syscall.EACCES
+		}
+		return nil
+	}
+	var bits uint32
+	switch {
+	case c.UID == n.attr.UID:
+		bits = mode >> 6 & 7
+	case c.InGroup(n.attr.GID):
+		bits = mode >> 3 & 7
+	default:
+		bits = mode & 7
+	}
+	if bits&want != want {
+		return syscall.EACCES
+	}
+	return nil
+}
+
+// isOwner reports whether c owns n or is root.
+func isOwner(c Cred, n *node) bool { return c.IsRoot() || c.UID == n.attr.UID }
+
+// mayDelete checks that c may remove or replace the entry of victim in dir
+// d: write and search permission on d and, if d is sticky, ownership of d
+// or of victim (EPERM otherwise), as Linux's may_delete.
+func mayDelete(c Cred, d, victim *node) error {
+	if err := access(c, d, mayWrite|mayExec); err != nil {
+		return err
+	}
+	if d.attr.Mode&S_ISVTX != 0 && !c.IsRoot() && c.UID != d.attr.UID && c.UID != victim.attr.UID {
+		return syscall.EPERM
+	}
+	return nil
+}

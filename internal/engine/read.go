@@ -1,0 +1,130 @@
+package engine
+
+import (
+	"sort"
+	"syscall"
+)
+
+// DefaultReaddirLimit is the page size of Readdir when the caller gives none.
+const DefaultReaddirLimit = 1024
+
+// Lookup returns the attributes of the entry name in directory parent.
+// c needs search permission on parent.
+func (e *Engine) Lookup(c Cred, parent Ino, name string) (Attr, error) {
+	d, err := e.dir(parent)
+	if err != nil {
+		return Attr{}, err
+	}
+	if err := checkName(name); err != nil {
+		return Attr{}, err
+	}
+	n, err := e.lookupIn(c, d, name)
+	if err != nil {
+		return Attr{}, err
+	}
+	return n.attr, nil
+}
+
+// GetAttr returns the attributes of ino. Like NFS's GETATTR it checks no
+// permission: a caller that holds the inode number already found it.
+func (e *Engine) GetAttr(ino Ino) (Attr, error) {
+	n, err := e.get(ino)
+	if err != nil {
+		return Attr{}, err
+	}
+	return n.attr, nil
+}
+
+// Readlink returns the target of the symlink ino (EINVAL if it is not one).
+func (e *Engine) Readlink(ino Ino) (string, error) {
+	n, err := e.get(ino)
+	if err != nil {
+		return "", err
+	}
+	if n.attr.Mode&S_IFMT != S_IFLNK {
+		return "", syscall.EINVAL
+	}
+	return n.target, nil
+}
+
+// Readdir returns up to limit entries of directory ino whose names sort
+// after cursor, in byte order, and the cursor for the next page; eof is set
+// when no entries follow. "." and ".." are not listed. c needs read
+// permission on the directory.
+func (e *Engine) Readdir(c Cred, ino Ino, cursor string, limit int, withAttrs bool) (ents []Dirent, next string, eof bool, err error) {
+	d, err := e.dir(ino)
+	if err != nil {
+		return nil, "", false, err
+	}
+	if err := access(c, d, mayRead); err != nil {
+		return nil, "", false, err
+	}
+	if limit <= 0 {
+		limit = DefaultReaddirLimit
+	}
+	names := d.sortedNames()
+	i := 0
+	if cursor != "" {
+		i = sort.Search(len(names), func(k int) bool { return names[k] > cursor })
+	}
+	end := min(i+limit, len(names))
+	ents = make([]Dirent, 0, end-i)
+	for _, name := range names[i:end] {
+		child := e.nodes[d.children[name]]
+		ent := Dirent{Name: name, Ino: child.attr.Ino, Type: child.attr.Mode & S_IFMT}
+		if withAttrs {
+			ent.Attr = child.attr
+		}
+		ents = append(ents, ent)
+	}
+	if end > i {
+		next = names[end-1]
+	} else {
+		next = cursor
+	}
+	return ents, next, end == len(names), nil
+}
+
+// Statfs returns the partition's capacity and use.
+func (e *Engine) Statfs() Statfs {
+	return Statfs{
+		TotalBytes:  nominalBytes,
+		UsedBytes:   e.used,
+		TotalInodes: nominalInodes,
+		UsedInodes:  uint64(len(e.nodes)),
+		BlockSize:   blockSize,
+		MaxName:     MaxNameLen,
+	}
+}
+
+// Summary counts the directories, other nodes and file bytes in the subtree
+// at ino; a node with several links in the subtree counts once per link, as
+// in `du --count-links`. c needs read and search permission on every
+// directory in the subtree, as a recursive listing would.
+func (e *Engine) Summary(c Cred, ino Ino) (Summary, error) {
+	n, err := e.get(ino)
+	if err != nil {
+		return Summary{}, err
+	}
+	var s Summary
+	stack := []*node{n}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if !n.isDir() {
+			s.Files++
+			if n.attr.Mode&S_IFMT == S_IFREG {
+				s.Bytes += n.attr.Size
+			}
+			continue
+		}
+		s.Dirs++
+		if err := access(c, n, mayRead|mayExec); err != nil {
+			return Summary{}, err
+		}
+		for _, child := range n.children {
+			stack = append(stack, e.nodes[child])
+		}
+	}
+	return s, nil
+}

@@ -1,0 +1,222 @@
+package server
+
+import (
+	"bytes"
+	"syscall"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/canopyfs/canopy/api/metapb"
+	"github.com/canopyfs/canopy/internal/engine"
+	"github.com/canopyfs/canopy/internal/rpc"
+)
+
+// op is one call on its way through the server.
+type op struct {
+	call   *rpc.Call
+	method pb.Method
+	req    proto.Message
+	cred   engine.Cred
+	status uint32        // set by the apply loop
+	reply  proto.Message // set by the apply loop; nil for an empty reply
+}
+
+// batch is what the apply loop hands the committer: operations applied in
+// order and the log records of the mutations among them.
+type batch struct {
+	ops  []*op
+	recs [][]byte
+	ckpt *checkpointJob // a checkpoint taken after the last record, if any
+}
+
+// serveCall runs on an RPC reader goroutine: it decodes the request and
+// queues it for the apply loop, refusing it with BUSY if the queue is full.
+// The null call is answered here, echoing its payload.
+func (s *Server) serveCall(c *rpc.Call) {
+	m := pb.Method(c.Method)
+	if m == pb.Method_NULL {
+		c.Reply(0, c.Payload)
+		return
+	}
+	req := newRequest(m)
+	if req == nil {
+		c.Reply(rpc.StatusUnknownMethod, nil)
+		return
+	}
+	if err := proto.Unmarshal(c.Payload, req); err != nil {
+		c.Reply(rpc.StatusMalformed, nil)
+		return
+	}
+	o := &op{call: c, method: m, req: req, cred: engine.Cred{UID: c.Cred.UID, GID: c.Cred.GID, Groups: c.Cred.Groups}}
+	select {
+	case <-s.failed:
+		c.Reply(rpc.StatusShuttingDown, nil)
+	case s.ops <- o:
+	default:
+		c.Reply(rpc.StatusBusy, nil)
+	}
+}
+
+// applyLoop owns the engine: it applies queued operations in batches and
+// passes each batch on to the committer.
+func (s *Server) applyLoop() {
+	defer s.loops.Done()
+	defer close(s.commits)
+	for o := range s.ops {
+		b := &batch{ops: []*op{o}}
+	drain:
+		for len(b.ops) < s.cfg.MaxBatch {
+			select {
+			case o, ok := <-s.ops:
+				if !ok {
+					break drain
+				}
+				b.ops = append(b.ops, o)
+			default:
+				break drain
+			}
+		}
+		now := s.clock()
+		for _, o := range b.ops {
+			s.applyOp(b, o, now)
+		}
+		if s.sinceCkpt >= s.cfg.CheckpointEvery && s.ckptBusy.CompareAndSwap(false, true) {
+			b.ckpt = s.takeCheckpoint()
+		}
+		s.commits <- b
+	}
+}
+
+// clock returns the time for the next batch, never earlier than the last.
+func (s *Server) clock() int64 {
+	now := max(s.cfg.Clock(), s.lastNow)
+	s.lastNow = now
+	return now
+}
+
+// applyOp applies one operation, answering a retried mutation from the
+// retry cache, and records a successful mutation in the batch's log
+// records.
+func (s *Server) applyOp(b *batch, o *op, now int64) {
+	select {
+	case <-s.failed:
+		o.status = uint32(syscall.EIO)
+		return
+	default:
+	}
+	if !isMutation(o.method) {
+		o.status, o.reply = apply(s.eng, o.cred, o.method, o.req, now)
+		return
+	}
+	key := callKey{client: o.call.Client, call: o.call.ID}
+	if prev, ok := s.cache.get(key); ok {
+		o.status, o.reply = prev.status, prev.reply
+		return
+	}
+	o.status, o.reply = apply(s.eng, o.cred, o.method, o.req, now)
+	if o.status != 0 {
+		return
+	}
+	rec := &pb.LogRecord{
+		TimeNs: now, ClientId: key.client[:], CallId: key.call, Method: uint32(o.method),
+		Uid: o.cred.UID, Gid: o.cred.GID, Groups: o.cred.Groups, Request: o.call.Payload,
+	}
+	data, err := proto.Marshal(rec)
+	if err != nil { // cannot happen for a well-formed message; fail safe
+		s.fail(err)
+		o.status = uint32(syscall.EIO)
+		return
+	}
+	b.recs = append(b.recs, data)
+	s.cache.put(key, outcome{status: o.status, reply: o.reply, lsn: s.nextLSN})
+	s.nextLSN++
+	s.sinceCkpt++
+}
+
+// commitLoop owns the log: for each batch it appends the records, syncs
+// once, and then sends the replies. It also drops log segments that a
+// finished checkpoint covers.
+func (s *Server) commitLoop() {
+	defer s.loops.Done()
+	defer close(s.ckpts)
+	var buf []byte
+	for {
+		select {
+		case b, ok := <-s.commits:
+			if !ok {
+				return
+			}
+			err := s.commit(b)
+			for _, o := range b.ops {
+				if err != nil {
+					o.status, o.reply = uint32(syscall.EIO), nil
+				}
+				buf = buf[:0]
+				if o.reply != nil && o.status == 0 {
+					buf, _ = proto.MarshalOptions{}.MarshalAppend(buf, o.reply)
+				}
+				o.call.Reply(o.status, buf)
+			}
+			if b.ckpt != nil {
+				s.ckpts <- b.ckpt
+			}
+		case lsn := <-s.truncs:
+			if err := s.wal.TruncateBefore(lsn); err != nil {
+				s.log.Warn("drop log segments covered by checkpoint", "lsn", lsn, "err", err)
+			}
+		}
+	}
+}
+
+// commit makes a batch's records durable.
+func (s *Server) commit(b *batch) error {
+	if len(b.recs) == 0 {
+		return nil
+	}
+	if _, err := s.wal.Append(b.recs...); err != nil {
+		s.fail(err)
+		return err
+	}
+	if err := s.wal.Sync(); err != nil {
+		s.fail(err)
+		return err
+	}
+	return nil
+}
+
+// checkpointJob is a checkpoint encoded by the apply loop, waiting to be
+// written once the log holds every record it covers.
+type checkpointJob struct {
+	lsn  uint64
+	body []byte
+}
+
+// takeCheckpoint encodes the engine and the retry cache. It runs on the
+// apply loop, which it holds for the time the encoding takes.
+func (s *Server) takeCheckpoint() *checkpointJob {
+	var buf bytes.Buffer
+	if err := s.encodeState(&buf); err != nil {
+		s.log.Error("encode checkpoint", "err", err)
+		s.ckptBusy.Store(false)
+		return nil
+	}
+	s.sinceCkpt = 0
+	return &checkpointJob{lsn: s.nextLSN - 1, body: buf.Bytes()}
+}
+
+// checkpointLoop writes the checkpoints handed over by the committer and
+// tells the committer which log segments they make redundant.
+func (s *Server) checkpointLoop() {
+	defer s.loops.Done()
+	for job := range s.ckpts {
+		if err := s.writeCheckpoint(job); err != nil {
+			s.log.Error("write checkpoint", "lsn", job.lsn, "err", err)
+		} else {
+			select {
+			case s.truncs <- job.lsn:
+			case <-s.stopped:
+			}
+		}
+		s.ckptBusy.Store(false)
+	}
+}

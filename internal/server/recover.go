@@ -1,0 +1,179 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/canopyfs/canopy/api/metapb"
+	"github.com/canopyfs/canopy/internal/engine"
+	"github.com/canopyfs/canopy/internal/wal"
+)
+
+// maxCachedReply bounds one retry-cache reply read from a checkpoint.
+const maxCachedReply = 1 << 20
+
+// recover loads the newest checkpoint (or creates and checkpoints an empty
+// namespace), opens the log and replays the records after the checkpoint.
+func (s *Server) recover() error {
+	fs, dir := s.cfg.FS, s.logDir()
+	if err := fs.MkdirAll(dir); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	lsn, body, ok, err := wal.OpenCheckpoint(fs, dir)
+	if err != nil {
+		return fmt.Errorf("open checkpoint in %s: %w", dir, err)
+	}
+	if ok {
+		err = s.decodeState(body)
+		body.Close()
+		if err != nil {
+			return fmt.Errorf("load checkpoint %d in %s: %w", lsn, dir, err)
+		}
+	} else {
+		s.eng = engine.New(s.cfg.Partition, s.cfg.Clock())
+		if err := s.writeCheckpoint(&checkpointJob{lsn: 0, body: s.mustEncodeState()}); err != nil {
+			return fmt.Errorf("format %s: %w", dir, err)
+		}
+	}
+	if s.eng.Partition() != s.cfg.Partition {
+		return fmt.Errorf("%s holds partition %d, not %d", dir, s.eng.Partition(), s.cfg.Partition)
+	}
+	if s.wal, err = wal.Open(fs, dir, wal.Options{Logger: s.log}); err != nil {
+		return fmt.Errorf("open log in %s: %w", dir, err)
+	}
+	if s.wal.LastLSN() < lsn {
+		return fmt.Errorf("log in %s ends at %d, before checkpoint %d", dir, s.wal.LastLSN(), lsn)
+	}
+	if err := s.wal.Replay(lsn, s.replayRecord); err != nil {
+		s.wal.Close()
+		return fmt.Errorf("replay log in %s: %w", dir, err)
+	}
+	s.nextLSN = s.wal.LastLSN() + 1
+	return nil
+}
+
+// replayRecord applies one logged mutation again, rebuilding the retry
+// cache entry it made.
+func (s *Server) replayRecord(lsn uint64, data []byte) error {
+	var rec pb.LogRecord
+	if err := proto.Unmarshal(data, &rec); err != nil {
+		return fmt.Errorf("record %d: %w", lsn, err)
+	}
+	m := pb.Method(rec.Method)
+	req := newRequest(m)
+	if req == nil || !isMutation(m) {
+		return fmt.Errorf("record %d: method %d is not a mutation", lsn, rec.Method)
+	}
+	if err := proto.Unmarshal(rec.Request, req); err != nil {
+		return fmt.Errorf("record %d: request: %w", lsn, err)
+	}
+	cred := engine.Cred{UID: rec.Uid, GID: rec.Gid, Groups: rec.Groups}
+	status, reply := apply(s.eng, cred, m, req, rec.TimeNs)
+	if status != 0 {
+		// Only mutations that succeeded are logged; one that fails on
+		// replay means the state diverged from what was acknowledged.
+		return fmt.Errorf("record %d: %s failed on replay: errno %d", lsn, m, status)
+	}
+	s.lastNow = max(s.lastNow, rec.TimeNs)
+	var key callKey
+	if copy(key.client[:], rec.ClientId) == len(key.client) {
+		key.call = rec.CallId
+		s.cache.put(key, outcome{status: status, reply: reply, lsn: lsn})
+	}
+	return nil
+}
+
+// writeCheckpoint writes an encoded checkpoint to disk.
+func (s *Server) writeCheckpoint(job *checkpointJob) error {
+	return wal.WriteCheckpoint(s.cfg.FS, s.logDir(), job.lsn, func(w io.Writer) error {
+		_, err := w.Write(job.body)
+		return err
+	})
+}
+
+func (s *Server) mustEncodeState() []byte {
+	var buf bytes.Buffer
+	if err := s.encodeState(&buf); err != nil {
+		panic(fmt.Sprintf("encode empty namespace: %v", err))
+	}
+	return buf.Bytes()
+}
+
+// encodeState writes the checkpoint body: the engine's namespace, length
+// prefixed, then the retry cache.
+func (s *Server) encodeState(buf *bytes.Buffer) error {
+	var ns bytes.Buffer
+	if err := s.eng.WriteCheckpoint(&ns); err != nil {
+		return err
+	}
+	buf.Grow(ns.Len() + 16 + s.cache.len()*64)
+	buf.Write(binary.AppendUvarint(nil, uint64(ns.Len())))
+	buf.Write(ns.Bytes())
+	buf.Write(binary.AppendUvarint(nil, uint64(s.cache.len())))
+	var err error
+	s.cache.each(func(k callKey, o outcome) {
+		var reply []byte
+		if o.reply != nil && err == nil {
+			reply, err = proto.Marshal(o.reply)
+		}
+		buf.Write(k.client[:])
+		buf.Write(binary.AppendUvarint(nil, k.call))
+		buf.Write(binary.AppendUvarint(nil, uint64(o.status)))
+		buf.Write(binary.AppendUvarint(nil, o.lsn))
+		buf.Write(binary.AppendUvarint(nil, uint64(len(reply))))
+		buf.Write(reply)
+	})
+	return err
+}
+
+// decodeState reads what encodeState wrote.
+func (s *Server) decodeState(r io.Reader) error {
+	br := bufio.NewReaderSize(r, 256<<10)
+	nsLen, err := binary.ReadUvarint(br)
+	if err != nil {
+		return fmt.Errorf("namespace length: %w", err)
+	}
+	if s.eng, err = engine.Load(io.LimitReader(br, int64(nsLen))); err != nil {
+		return err
+	}
+	count, err := binary.ReadUvarint(br)
+	if err != nil {
+		return fmt.Errorf("retry cache: %w", err)
+	}
+	for range count {
+		var k callKey
+		if _, err := io.ReadFull(br, k.client[:]); err != nil {
+			return fmt.Errorf("retry cache: %w", err)
+		}
+		var vals [4]uint64
+		for i := range vals {
+			if vals[i], err = binary.ReadUvarint(br); err != nil {
+				return fmt.Errorf("retry cache: %w", err)
+			}
+		}
+		k.call = vals[0]
+		o := outcome{status: uint32(vals[1]), lsn: vals[2]}
+		if vals[3] > maxCachedReply {
+			return errors.New("retry cache: oversize reply")
+		}
+		if vals[3] > 0 {
+			data := make([]byte, vals[3])
+			if _, err := io.ReadFull(br, data); err != nil {
+				return fmt.Errorf("retry cache: %w", err)
+			}
+			reply := &pb.AttrReply{}
+			if err := proto.Unmarshal(data, reply); err != nil {
+				return fmt.Errorf("retry cache: %w", err)
+			}
+			o.reply = reply
+		}
+		s.cache.put(k, o)
+	}
+	return nil
+}

@@ -1,0 +1,178 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/canopyfs/canopy/internal/engine"
+	"github.com/canopyfs/canopy/internal/rpc"
+	"github.com/canopyfs/canopy/internal/vfs"
+	"github.com/canopyfs/canopy/internal/wal"
+)
+
+// Config configures a metadata server.
+type Config struct {
+	Dir             string       // where the log and checkpoints live
+	Partition       uint16       // the partition this server owns
+	FS              vfs.FS       // default: the OS
+	QueueSize       int          // operations waiting for the apply loop; default 16384
+	MaxBatch        int          // operations applied per batch; default 4096
+	RetryCacheSize  int          // mutations remembered for retries; default 65536
+	CheckpointEvery int          // log records between checkpoints; default 1,000,000
+	Secret          string       // shared secret clients must present; "" = none
+	Logger          *slog.Logger // default slog.Default()
+	Clock           func() int64 // nanoseconds since the epoch; default time.Now
+}
+
+func (c *Config) setDefaults() {
+	if c.FS == nil {
+		c.FS = vfs.Default
+	}
+	if c.QueueSize <= 0 {
+		c.QueueSize = 16384
+	}
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = 4096
+	}
+	if c.RetryCacheSize <= 0 {
+		c.RetryCacheSize = 65536
+	}
+	if c.CheckpointEvery <= 0 {
+		c.CheckpointEvery = 1_000_000
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Clock == nil {
+		c.Clock = func() int64 { return time.Now().UnixNano() }
+	}
+}
+
+// ErrFailed reports that the server stopped because its log failed: the
+// namespace in memory may hold changes that are not durable, so it serves
+// nothing more. Restarting recovers the durable state.
+var ErrFailed = errors.New("metadata server failed")
+
+// Server is a running metadata server.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+	rpc *rpc.Server
+
+	// Owned by the apply loop (and by Open before the loop starts).
+	eng       *engine.Engine
+	cache     *retryCache
+	nextLSN   uint64 // the LSN the next log record will get
+	lastNow   int64
+	sinceCkpt int
+
+	// Owned by the committer.
+	wal *wal.Log
+
+	ops      chan *op            // RPC readers -> apply loop
+	commits  chan *batch         // apply loop -> committer
+	ckpts    chan *checkpointJob // committer -> checkpointer
+	truncs   chan uint64         // checkpointer -> committer
+	ckptBusy atomic.Bool         // a checkpoint is being written
+
+	stopOnce sync.Once
+	stopped  chan struct{} // closed when Close starts
+	failed   chan struct{} // closed when the log fails
+	failOnce sync.Once
+	loops    sync.WaitGroup
+}
+
+// Open recovers the partition stored in cfg.Dir (creating an empty one if
+// there is none) and starts the apply loop, committer and checkpointer. It
+// does not listen: call Serve.
+func Open(cfg Config) (*Server, error) {
+	cfg.setDefaults()
+	s := &Server{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		cache:   newRetryCache(cfg.RetryCacheSize),
+		ops:     make(chan *op, cfg.QueueSize),
+		commits: make(chan *batch, 1),
+		ckpts:   make(chan *checkpointJob, 1),
+		truncs:  make(chan uint64, 1),
+		stopped: make(chan struct{}),
+		failed:  make(chan struct{}),
+	}
+	start := time.Now()
+	if err := s.recover(); err != nil {
+		return nil, err
+	}
+	s.log.Info("recovered", "dir", cfg.Dir, "nodes", s.eng.Len(), "lsn", s.nextLSN-1,
+		"took", time.Since(start).Round(time.Millisecond))
+	s.rpc = rpc.NewServer(rpc.HandlerFunc(s.serveCall), rpc.ServerConfig{Secret: cfg.Secret, Logger: cfg.Logger})
+	s.loops.Add(3)
+	go s.applyLoop()
+	go s.commitLoop()
+	go s.checkpointLoop()
+	return s, nil
+}
+
+// Serve accepts connections on ln until Close.
+func (s *Server) Serve(ln net.Listener) error {
+	if err := s.rpc.Serve(ln); err != nil {
+		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
+	}
+	return nil
+}
+
+// Failed is closed when the server stopped serving because its log failed.
+func (s *Server) Failed() <-chan struct{} { return s.failed }
+
+// Shutdown stops accepting calls, waits (until ctx ends) for the calls in
+// flight to be answered, and stops the server's goroutines. Everything
+// acknowledged is already durable; nothing more is written.
+func (s *Server) Shutdown(ctx context.Context) error {
+	var err error
+	s.stopOnce.Do(func() {
+		err = s.rpc.Shutdown(ctx)
+		if err != nil {
+			s.rpc.Close()
+		}
+		s.stopLoops()
+	})
+	return err
+}
+
+// Close stops the server at once; calls in flight get no reply.
+func (s *Server) Close() error {
+	s.stopOnce.Do(func() {
+		s.rpc.Close()
+		s.stopLoops()
+	})
+	return nil
+}
+
+// stopLoops ends the loops once no RPC reader can queue an operation any
+// more: closing ops lets the apply loop finish what is queued, which closes
+// commits, which ends the committer.
+func (s *Server) stopLoops() {
+	close(s.stopped)
+	close(s.ops)
+	s.loops.Wait()
+	if err := s.wal.Close(); err != nil {
+		s.log.Error("close log", "err", err)
+	}
+}
+
+// fail marks the server failed after a log error.
+func (s *Server) fail(err error) {
+	s.failOnce.Do(func() {
+		s.log.Error("transaction log failed; serving stops", "err", err)
+		close(s.failed)
+	})
+}
+
+// logDir is where the log and checkpoints of the partition live.
+func (s *Server) logDir() string { return filepath.Clean(s.cfg.Dir) }
