@@ -30,7 +30,7 @@ func (c *Client) Stat(ctx context.Context, p string) (*FileInfo, error) {
 
 // Lstat is Stat without following a symlink in the last component.
 func (c *Client) Lstat(ctx context.Context, p string) (*FileInfo, error) {
-	return c.resolve(ctx, "lstat", p, true)
+	return c.resolve(ctx, "stat", p, true)
 }
 
 func (c *Client) resolve(ctx context.Context, op, p string, nofollow bool) (*FileInfo, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -99,10 +100,11 @@ func newDfCmd(g *globals) *cobra.Command {
 					}
 					return 100 * float64(used) / float64(total)
 				}
-				fmt.Fprintf(g.out, "%-12s %20s %20s %20s %6s\n", "Filesystem", "Size", "Used", "Available", "Use%")
-				fmt.Fprintf(g.out, "%-12s %20d %20d %20d %5.1f%%\n", "canopy://"+g.addr, s.TotalBytes, s.UsedBytes, s.TotalBytes-s.UsedBytes, pct(s.UsedBytes, s.TotalBytes))
-				fmt.Fprintf(g.out, "%-12s %20d %20d %20d %5.1f%%\n", "inodes", s.TotalInodes, s.UsedInodes, s.TotalInodes-s.UsedInodes, pct(s.UsedInodes, s.TotalInodes))
-				return nil
+				w := tabwriter.NewWriter(g.out, 0, 0, 2, ' ', tabwriter.AlignRight)
+				fmt.Fprintln(w, "Filesystem\tSize\tUsed\tAvailable\tUse%\t")
+				fmt.Fprintf(w, "canopy://%s\t%d\t%d\t%d\t%.1f%%\t\n", g.addr, s.TotalBytes, s.UsedBytes, s.TotalBytes-s.UsedBytes, pct(s.UsedBytes, s.TotalBytes))
+				fmt.Fprintf(w, "inodes\t%d\t%d\t%d\t%.1f%%\t\n", s.TotalInodes, s.UsedInodes, s.TotalInodes-s.UsedInodes, pct(s.UsedInodes, s.TotalInodes))
+				return w.Flush()
 			})
 		},
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 
 	"google.golang.org/protobuf/proto"
 
@@ -24,6 +25,11 @@ func (s *Server) recover() error {
 	fs, dir := s.cfg.FS, s.logDir()
 	if err := fs.MkdirAll(dir); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	// Make the directory's own entry durable, or a crash could lose it
+	// with everything logged inside.
+	if err := fs.SyncDir(filepath.Dir(dir)); err != nil {
+		return fmt.Errorf("sync %s: %w", filepath.Dir(dir), err)
 	}
 	lsn, body, ok, err := wal.OpenCheckpoint(fs, dir)
 	if err != nil {
