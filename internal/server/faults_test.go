@@ -20,7 +20,7 @@ import (
 
 // serveOn starts a server with cfg on a loopback port and returns a root
 // client; both stop when the test ends.
-func serveOn(t *testing.T, cfg Config) (*Server, *client.Client) {
+func serveOn(t testing.TB, cfg Config) (*Server, *client.Client) {
 	t.Helper()
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	s, err := Open(cfg)

@@ -146,6 +146,7 @@ func (s *Server) commitLoop() {
 			if !ok {
 				return
 			}
+			s.stats.batches.Add(1)
 			err := s.commit(b)
 			for _, o := range b.ops {
 				if err != nil {
@@ -181,6 +182,8 @@ func (s *Server) commit(b *batch) error {
 		s.fail(err)
 		return err
 	}
+	s.stats.syncs.Add(1)
+	s.stats.records.Add(uint64(len(b.recs)))
 	return nil
 }
 
@@ -205,17 +208,21 @@ func (s *Server) takeCheckpoint() *checkpointJob {
 }
 
 // checkpointLoop writes the checkpoints handed over by the committer and
-// tells the committer which log segments they make redundant.
+// tells the committer which log segments are redundant. Two checkpoints
+// are kept on disk, so that a damaged newest one can fall back to the one
+// before it: the log is kept from the older one on.
 func (s *Server) checkpointLoop() {
 	defer s.loops.Done()
+	older := s.ckptLSN
 	for job := range s.ckpts {
 		if err := s.writeCheckpoint(job); err != nil {
 			s.log.Error("write checkpoint", "lsn", job.lsn, "err", err)
 		} else {
 			select {
-			case s.truncs <- job.lsn:
+			case s.truncs <- older:
 			case <-s.stopped:
 			}
+			older = job.lsn
 		}
 		s.ckptBusy.Store(false)
 	}

@@ -61,6 +61,7 @@ func (s *Server) recover() error {
 		return fmt.Errorf("replay log in %s: %w", dir, err)
 	}
 	s.nextLSN = s.wal.LastLSN() + 1
+	s.ckptLSN = lsn
 	return nil
 }
 

@@ -72,6 +72,7 @@ type Server struct {
 	nextLSN   uint64 // the LSN the next log record will get
 	lastNow   int64
 	sinceCkpt int
+	ckptLSN   uint64 // the checkpoint recovery started from; read by the checkpointer at start
 
 	// Owned by the committer.
 	wal *wal.Log
@@ -81,6 +82,8 @@ type Server struct {
 	ckpts    chan *checkpointJob // committer -> checkpointer
 	truncs   chan uint64         // checkpointer -> committer
 	ckptBusy atomic.Bool         // a checkpoint is being written
+
+	stats stats
 
 	stopOnce sync.Once
 	stopped  chan struct{} // closed when Close starts
@@ -176,3 +179,23 @@ func (s *Server) fail(err error) {
 
 // logDir is where the log and checkpoints of the partition live.
 func (s *Server) logDir() string { return filepath.Clean(s.cfg.Dir) }
+
+// stats are counters the server keeps about itself; any goroutine may
+// read them.
+type stats struct {
+	syncs   atomic.Uint64 // log fsyncs (one per batch with mutations)
+	records atomic.Uint64 // log records written
+	batches atomic.Uint64 // batches applied
+}
+
+// Stats is a snapshot of the server's counters.
+type Stats struct {
+	Syncs   uint64 // log fsyncs
+	Records uint64 // log records written (mutations)
+	Batches uint64 // batches the apply loop handed to the committer
+}
+
+// Stats returns the server's counters.
+func (s *Server) Stats() Stats {
+	return Stats{Syncs: s.stats.syncs.Load(), Records: s.stats.records.Load(), Batches: s.stats.batches.Load()}
+}
