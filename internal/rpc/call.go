@@ -1,0 +1,92 @@
+package rpc
+
+import (
+	"encoding/hex"
+	"sync"
+)
+
+// Cred is the identity a call is made with.
+type Cred struct {
+	UID, GID uint32
+	Groups   []uint32 // supplementary groups, at most MaxGroups
+}
+
+// ClientID names a client for its lifetime, across reconnections.
+type ClientID [16]byte
+
+func (id ClientID) String() string { return hex.EncodeToString(id[:]) }
+
+// Call is one received call.
+//
+// A Call belongs to the handler from Serve until it calls Reply, and to the
+// package after: Payload is valid until Reply is called, and the Call must
+// not be touched once Reply has been called. Cred.Groups is the call's own
+// and may be kept.
+type Call struct {
+	Client  ClientID // the caller, as named in its hello
+	ID      uint64   // unique per client; a retried call keeps its id
+	Method  uint16
+	Cred    Cred
+	Payload []byte
+
+	conn *conn  // the connection the call came on; nil once replied
+	buf  []byte // backing store for Payload, reused from call to call
+}
+
+// maxPooledPayload is the largest payload buffer a pooled Call keeps.
+const maxPooledPayload = 64 << 10
+
+var callPool = sync.Pool{New: func() any { return new(Call) }}
+
+// newCall takes a Call from the pool and fills it from f, which came on cn.
+// If owned, f.payload is a slice the Call may keep; otherwise it is copied.
+func newCall(cn *conn, f *frame, owned bool) *Call {
+	c := callPool.Get().(*Call)
+	c.conn = cn
+	c.Client = cn.client
+	c.ID = f.id
+	c.Method = f.method
+	c.Cred = f.cred
+	if owned {
+		c.Payload = f.payload
+	} else {
+		c.buf = append(c.buf[:0], f.payload...)
+		c.Payload = c.buf
+	}
+	return c
+}
+
+// Reply sends the call's reply. It must be called exactly once per call,
+// from any goroutine, before or after Serve returns. The reply is encoded
+// before Reply returns, so the caller may reuse payload. Replying to a call
+// whose connection is gone does nothing.
+func (c *Call) Reply(status uint32, payload []byte) {
+	cn := c.conn
+	if cn == nil {
+		panic("rpc: Reply called twice for one call")
+	}
+	cn.reply(c, status, payload)
+	c.conn = nil
+	c.Cred = Cred{}
+	c.Payload = nil
+	if cap(c.buf) > maxPooledPayload {
+		c.buf = nil
+	}
+	callPool.Put(c)
+}
+
+// Handler serves calls.
+//
+// Serve runs on the connection's reader goroutine, which reads no further
+// call until Serve returns. So Serve must not block: it either replies at
+// once or hands the call to another goroutine, for example through a
+// bounded queue, replying StatusBusy when the queue is full.
+type Handler interface {
+	Serve(c *Call)
+}
+
+// HandlerFunc adapts a function to a Handler.
+type HandlerFunc func(c *Call)
+
+// Serve calls f(c).
+func (f HandlerFunc) Serve(c *Call) { f(c) }

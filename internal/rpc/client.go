@@ -1,0 +1,381 @@
+package rpc
+
+import (
+	"context"
+	crand "crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ClientConfig configures a Client. The zero value works against a server
+// without a secret.
+type ClientConfig struct {
+	Secret   string   // presented in the hello
+	ClientID ClientID // zero = random
+
+	// CallTimeout bounds one attempt of a call; default 10s. A sooner
+	// deadline on the call's context wins.
+	CallTimeout time.Duration
+
+	// OpTimeout bounds a call across all its attempts; default 30s.
+	OpTimeout time.Duration
+
+	// MaxRetries is how many times a call is sent again after its first
+	// attempt; default 5, negative for none.
+	MaxRetries int
+
+	DialTimeout time.Duration // bounds dialing and the handshake; default 5s
+
+	// MaxFrame is the longest frame sent or accepted; default
+	// DefaultMaxFrame, at least 1 KiB. It should match the server's.
+	MaxFrame int
+
+	Logger *slog.Logger // default slog.Default()
+}
+
+func (cfg *ClientConfig) setDefaults() error {
+	if cfg.ClientID == (ClientID{}) {
+		if _, err := crand.Read(cfg.ClientID[:]); err != nil {
+			return fmt.Errorf("make client id: %w", err)
+		}
+	}
+	if len(cfg.Secret) > maxSecret {
+		return fmt.Errorf("secret of %d bytes, limit %d", len(cfg.Secret), maxSecret)
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = 10 * time.Second
+	}
+	if cfg.OpTimeout <= 0 {
+		cfg.OpTimeout = 30 * time.Second
+	}
+	switch {
+	case cfg.MaxRetries == 0:
+		cfg.MaxRetries = 5
+	case cfg.MaxRetries < 0:
+		cfg.MaxRetries = 0
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 5 * time.Second
+	}
+	if cfg.MaxFrame <= 0 {
+		cfg.MaxFrame = DefaultMaxFrame
+	}
+	cfg.MaxFrame = max(cfg.MaxFrame, minMaxFrame)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Backoff between attempts: full jitter over an exponential ceiling.
+const (
+	backoffBase = time.Millisecond
+	backoffCap  = time.Second
+)
+
+// backoff returns the pause before retry number attempt+1.
+func backoff(attempt int) time.Duration {
+	ceiling := backoffCap
+	if attempt < 10 {
+		ceiling = min(backoffBase<<attempt, backoffCap)
+	}
+	return rand.N(ceiling) + 1
+}
+
+// Client calls one server over a single multiplexed connection, redialing
+// when it breaks. It is safe for concurrent use.
+type Client struct {
+	addr string
+	cfg  ClientConfig
+	log  *slog.Logger
+
+	nextID atomic.Uint64 // the last call id handed out
+
+	// cur is the connection calls go to. It is replaced, under mu, only by
+	// a redial once it has broken.
+	cur atomic.Pointer[clientConn]
+
+	// ctx is cancelled by Close, aborting a dial in progress.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu          sync.Mutex
+	closed      bool
+	dialing     *dialing // the redial in progress, if any
+	handshaking net.Conn // the connection in its handshake, for Close to abort
+
+	// wg counts the redial goroutine and every connection's reader and
+	// writer.
+	wg sync.WaitGroup
+}
+
+// dialing is one redial; done is closed when cn or err is set.
+type dialing struct {
+	done chan struct{}
+	cn   *clientConn
+	err  error
+}
+
+// Dial connects to the server at addr and completes the handshake. A
+// refused secret yields an error for which errors.Is(err,
+// ErrUnauthenticated) holds.
+func Dial(addr string, cfg ClientConfig) (*Client, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	c := &Client{addr: addr, cfg: cfg, log: cfg.Logger.With("server", addr)}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	cn, err := c.connect()
+	if err != nil {
+		c.cancel()
+		return nil, err
+	}
+	c.cur.Store(cn)
+	return c, nil
+}
+
+// ID returns the id the client presents to the server.
+func (c *Client) ID() ClientID { return c.cfg.ClientID }
+
+// Close fails calls in flight with ErrClosed, closes the connection and
+// waits for the client's goroutines to exit.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	if c.handshaking != nil {
+		c.handshaking.Close()
+	}
+	c.mu.Unlock()
+	c.cancel()
+	if cn := c.cur.Load(); cn != nil {
+		cn.fail(ErrClosed)
+	}
+	c.wg.Wait()
+	return nil
+}
+
+// connect dials, handshakes and starts the connection's goroutines.
+func (c *Client) connect() (*clientConn, error) {
+	d := net.Dialer{Timeout: c.cfg.DialTimeout}
+	nc, err := d.DialContext(c.ctx, "tcp", c.addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", c.addr, err)
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		nc.Close()
+		return nil, ErrClosed
+	}
+	c.handshaking = nc
+	c.mu.Unlock()
+
+	cn := newClientConn(nc, c.log)
+	err = cn.handshake(&c.cfg)
+
+	c.mu.Lock()
+	c.handshaking = nil
+	if c.closed {
+		err = ErrClosed // Close may have aborted the handshake
+	}
+	c.mu.Unlock()
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("handshake with %s: %w", c.addr, err)
+	}
+	c.wg.Add(2)
+	go cn.readLoop(&c.wg)
+	go cn.writeLoop(&c.wg)
+	return cn, nil
+}
+
+// redial is the goroutine that replaces a broken connection.
+func (c *Client) redial(d *dialing) {
+	defer c.wg.Done()
+	cn, err := c.connect()
+	c.mu.Lock()
+	if err == nil && c.closed {
+		// Close came after the handshake; it did not see cn.
+		cn.fail(ErrClosed)
+		cn, err = nil, ErrClosed
+	}
+	if err == nil {
+		c.cur.Store(cn)
+	}
+	c.dialing = nil
+	d.cn, d.err = cn, err
+	c.mu.Unlock()
+	close(d.done)
+	if err != nil {
+		c.log.Debug("redial failed", "err", err)
+	} else {
+		c.log.Debug("reconnected")
+	}
+}
+
+// conn returns a working connection, waiting, until deadline, for a redial
+// if the current one has broken. retry reports whether a failure may pass.
+func (c *Client) conn(ctx context.Context, w *waiter, deadline time.Time) (cn *clientConn, retry bool, err error) {
+	if cn := c.cur.Load(); cn != nil && !cn.broken.Load() {
+		return cn, false, nil
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, false, ErrClosed
+	}
+	if cn := c.cur.Load(); cn != nil && !cn.broken.Load() {
+		c.mu.Unlock()
+		return cn, false, nil
+	}
+	d := c.dialing
+	if d == nil {
+		d = &dialing{done: make(chan struct{})}
+		c.dialing = d
+		c.wg.Add(1)
+		go c.redial(d)
+	}
+	c.mu.Unlock()
+
+	w.timer.Reset(time.Until(deadline))
+	select {
+	case <-d.done:
+		w.timer.Stop()
+	case <-w.timer.C:
+		return nil, false, ErrTimeout
+	case <-ctx.Done():
+		w.timer.Stop()
+		return nil, false, ctxErr(ctx)
+	}
+	if d.err != nil {
+		var se *StatusError
+		return nil, !errors.Is(d.err, ErrClosed) && !errors.As(d.err, &se), d.err
+	}
+	return d.cn, false, nil
+}
+
+// Call sends a call and waits for its reply. It returns the reply's status
+// and payload, which belongs to the caller.
+//
+// A non-zero status below StatusTransport is the service's answer and comes
+// back with a nil error. Transport failures come back as the error: a
+// transport status as a *StatusError (status then holds the last transport
+// status received), a call unanswered in time as ErrTimeout, a closed client
+// as ErrClosed. A call that runs out of time after retrying wraps both
+// ErrTimeout and the reason for the last retry, ErrBusy say.
+//
+// The call is sent again, with the same call id, when the server answers
+// StatusBusy or StatusShuttingDown, when the connection is lost (after a
+// redial) and when an attempt gets no reply within CallTimeout: at most
+// MaxRetries times, after a pause of exponential backoff with full jitter,
+// and never past OpTimeout or ctx's deadline.
+func (c *Client) Call(ctx context.Context, method uint16, cred Cred, req []byte) (status uint32, reply []byte, err error) {
+	if len(cred.Groups) > MaxGroups {
+		return 0, nil, fmt.Errorf("call method %d: %d groups, limit %d", method, len(cred.Groups), MaxGroups)
+	}
+	if n := callSize(&cred, req); n > c.cfg.MaxFrame {
+		return 0, nil, fmt.Errorf("call method %d: %w: %d bytes, limit %d", method, ErrTooLarge, n, c.cfg.MaxFrame)
+	}
+	deadline := time.Now().Add(c.cfg.OpTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	id := c.nextID.Add(1)
+	w := waiterPool.Get().(*waiter)
+	defer waiterPool.Put(w)
+
+	var lastErr error // why the previous attempt failed
+	for attempt := 0; ; attempt++ {
+		st, reply, retry, err := c.attempt(ctx, w, deadline, id, method, &cred, req)
+		if err == nil {
+			if !IsTransport(st) {
+				return st, reply, nil
+			}
+			status = st
+			err, retry = &StatusError{Status: st}, Retriable(st)
+		}
+		if !retry || attempt >= c.cfg.MaxRetries {
+			return status, nil, callErr(method, err, lastErr)
+		}
+		lastErr = err
+		pause := backoff(attempt)
+		if time.Until(deadline) < pause {
+			return status, nil, fmt.Errorf("call method %d: out of time to retry: %w", method, err)
+		}
+		w.timer.Reset(pause)
+		select {
+		case <-w.timer.C:
+		case <-ctx.Done():
+			w.timer.Stop()
+			return status, nil, callErr(method, ctxErr(ctx), lastErr)
+		}
+		c.log.Debug("retrying call", "method", method, "id", id, "attempt", attempt+1, "after", err)
+	}
+}
+
+// callErr is the error a call ends with: err, and when the call ran out of
+// time after failed attempts, also why the last of them failed, so that
+// errors.Is finds ErrBusy in a call that timed out retrying a busy server.
+func callErr(method uint16, err, lastErr error) error {
+	if lastErr != nil && errors.Is(err, ErrTimeout) {
+		return fmt.Errorf("call method %d: %w, after %w", method, err, lastErr)
+	}
+	return fmt.Errorf("call method %d: %w", method, err)
+}
+
+// attempt sends the call once and waits for its reply until CallTimeout or
+// deadline, whichever comes first. err is set for a transport failure, and
+// retry tells whether it may pass.
+func (c *Client) attempt(ctx context.Context, w *waiter, deadline time.Time, id uint64, method uint16, cred *Cred, req []byte) (status uint32, reply []byte, retry bool, err error) {
+	cn, retry, err := c.conn(ctx, w, deadline)
+	if err != nil {
+		return 0, nil, retry, err
+	}
+	attemptDeadline := time.Now().Add(c.cfg.CallTimeout)
+	last := !attemptDeadline.Before(deadline) // this attempt ends at the call's deadline
+	if last {
+		attemptDeadline = deadline
+	}
+	if err := cn.send(w, id, method, cred, req); err != nil {
+		return 0, nil, mayRetry(err), err
+	}
+	w.timer.Reset(time.Until(attemptDeadline))
+	var r result
+	select {
+	case r = <-w.ch:
+		w.timer.Stop()
+	case <-w.timer.C:
+		var ok bool
+		if r, ok = cn.forget(w, id); !ok {
+			return 0, nil, !last, ErrTimeout
+		}
+	case <-ctx.Done():
+		w.timer.Stop()
+		var ok bool
+		if r, ok = cn.forget(w, id); !ok {
+			return 0, nil, false, ctxErr(ctx)
+		}
+	}
+	if r.err != nil {
+		return 0, nil, mayRetry(r.err), r.err
+	}
+	return r.status, r.payload, false, nil
+}
+
+// ctxErr returns ctx's error, as ErrTimeout if its deadline passed.
+func ctxErr(ctx context.Context) error {
+	if err := ctx.Err(); !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return ErrTimeout
+}

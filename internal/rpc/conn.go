@@ -1,0 +1,242 @@
+package rpc
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// conn is one accepted connection.
+//
+// Its reader goroutine (readLoop) owns fr, runs the handshake and hands
+// calls to the Handler. Its writer goroutine (writeLoop) owns the socket's
+// write side and the idle timer. The rest is shared: any goroutine replying
+// appends to out; the reader takes a slot per call and the writer gives it
+// back once the reply is written.
+type conn struct {
+	srv    *Server
+	nc     net.Conn
+	log    *slog.Logger
+	client ClientID // set by the handshake, before any call is read
+	fr     frameReader
+	out    outbound
+
+	// slots holds one token per call in flight; the reader blocks on it at
+	// MaxInflight.
+	slots chan struct{}
+
+	// calls counts the calls in flight too, for the idle check, which needs
+	// it as an atomic: see idleClose.
+	calls atomic.Int64
+
+	// idling is set while the writer is deciding to close the connection
+	// for idleness.
+	idling atomic.Bool
+
+	// active is when the connection last read or wrote a frame, in
+	// monotonic nanoseconds (see monotime).
+	active atomic.Int64
+
+	done      chan struct{} // closed by close
+	closeOnce sync.Once
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{
+		srv:   s,
+		nc:    nc,
+		log:   s.log.With("remote", nc.RemoteAddr().String()),
+		fr:    newFrameReader(nc, maxHelloFrame),
+		out:   newOutbound(),
+		slots: make(chan struct{}, s.cfg.MaxInflight),
+		done:  make(chan struct{}),
+	}
+	c.active.Store(monotime())
+	return c
+}
+
+// close closes the connection. Replies not yet written are dropped. Safe to
+// call from any goroutine, any number of times.
+func (c *conn) close() {
+	c.closeOnce.Do(func() {
+		c.out.close()
+		close(c.done)
+		c.nc.Close()
+	})
+}
+
+// inflight returns the number of calls read whose replies are not written.
+func (c *conn) inflight() int64 { return c.calls.Load() }
+
+// readLoop is the connection's reader goroutine.
+func (c *conn) readLoop() {
+	defer c.srv.wg.Done()
+	defer c.srv.forget(c)
+	defer c.close()
+
+	if err := c.handshake(); err != nil {
+		c.logEnd("handshake failed", err)
+		return
+	}
+	c.log = c.log.With("client", c.client.String())
+	c.log.Debug("connection open")
+	c.srv.wg.Add(1)
+	go c.writeLoop()
+
+	for {
+		body, owned, err := c.fr.next()
+		if err != nil {
+			c.logEnd("read failed", err)
+			return
+		}
+		f, err := decodeFrame(body)
+		if err == nil && f.kind != kindCall {
+			err = errUnexpectedKind(f.kind)
+		}
+		if err != nil {
+			c.log.Warn("closing connection: bad frame", "err", err)
+			return
+		}
+		c.active.Store(monotime())
+		select {
+		case c.slots <- struct{}{}:
+		case <-c.done:
+			return
+		}
+		c.calls.Add(1)
+		if c.idling.Load() {
+			// The writer may be closing the connection as idle, having not
+			// seen this call: it must not reach the handler. The client
+			// resends it on a new connection.
+			c.close()
+			return
+		}
+		call := newCall(c, &f, owned)
+		if c.srv.shuttingDown.Load() {
+			call.Reply(StatusShuttingDown, nil)
+			continue
+		}
+		c.srv.h.Serve(call)
+	}
+}
+
+// logEnd logs why the reader stopped, quietly when the connection simply
+// ended.
+func (c *conn) logEnd(msg string, err error) {
+	select {
+	case <-c.done:
+		return // closed on purpose
+	default:
+	}
+	if errors.Is(err, io.EOF) {
+		c.log.Debug("connection closed by peer")
+		return
+	}
+	var se *StatusError
+	if errors.As(err, &se) {
+		c.log.Info(msg, "err", err)
+		return
+	}
+	c.log.Warn(msg, "err", err)
+}
+
+// reply queues call's reply; see Call.Reply.
+func (c *conn) reply(call *Call, status uint32, payload []byte) {
+	if replySize(payload) > c.srv.cfg.MaxFrame {
+		c.log.Error("reply exceeds MaxFrame; replying StatusInternal",
+			"method", call.Method, "id", call.ID, "bytes", len(payload), "limit", c.srv.cfg.MaxFrame)
+		status, payload = StatusInternal, nil
+	}
+	c.out.appendReply(call.ID, call.Method, status, payload)
+}
+
+// writeLoop is the connection's writer goroutine: it writes pending replies,
+// gives their slots back, and closes the connection when it has been idle
+// for IdleTimeout.
+func (c *conn) writeLoop() {
+	defer c.srv.wg.Done()
+	idleTimeout := c.srv.cfg.IdleTimeout
+	idle := time.NewTimer(idleTimeout)
+	defer idle.Stop()
+
+	var buf []byte
+	var frames int
+	for {
+		select {
+		case <-c.out.ready:
+		case <-idle.C:
+			if quiet := c.quiet(); quiet < idleTimeout {
+				idle.Reset(idleTimeout - quiet)
+				continue
+			}
+			if c.idleClose() {
+				c.log.Debug("closed idle connection")
+				return
+			}
+			idle.Reset(idleTimeout)
+			continue
+		case <-c.done:
+			return
+		}
+		// Yield once: handlers replying alongside this goroutine get to
+		// add their replies to this write rather than the next one.
+		runtime.Gosched()
+		buf, frames = c.out.take(buf)
+		if len(buf) == 0 {
+			continue
+		}
+		c.nc.SetWriteDeadline(time.Now().Add(idleTimeout))
+		if _, err := c.nc.Write(buf); err != nil {
+			select {
+			case <-c.done:
+			default:
+				c.log.Warn("closing connection: write failed", "err", err)
+			}
+			c.close()
+			return
+		}
+		c.active.Store(monotime())
+		c.calls.Add(-int64(frames))
+		for range frames {
+			<-c.slots
+		}
+		buf = buf[:0]
+	}
+}
+
+// quiet returns how long the connection has had no traffic; 0 if a call is
+// in flight.
+func (c *conn) quiet() time.Duration {
+	if c.inflight() > 0 {
+		return 0
+	}
+	return time.Duration(monotime() - c.active.Load())
+}
+
+// idleClose closes the connection unless a call is in flight, and reports
+// whether it did. The writer and the reader each write one flag and read
+// the other's (idling here, calls in the reader), so that of a call being
+// read and the connection closing for idleness at least one side sees the
+// other: either the call counts and the connection stays, or the reader
+// drops the call and closes.
+func (c *conn) idleClose() bool {
+	c.idling.Store(true)
+	if c.inflight() > 0 {
+		c.idling.Store(false)
+		return false
+	}
+	c.close()
+	return true
+}
+
+// epoch anchors monotime.
+var epoch = time.Now()
+
+// monotime returns monotonic nanoseconds since the process started; unlike
+// wall-clock time it does not jump.
+func monotime() int64 { return int64(time.Since(epoch)) }

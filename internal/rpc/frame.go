@@ -1,0 +1,143 @@
+package rpc
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// Frame kinds.
+const (
+	kindCall    uint8 = 1
+	kindReply   uint8 = 2
+	kindHello   uint8 = 3
+	kindWelcome uint8 = 4
+)
+
+const (
+	// DefaultMaxFrame is the default limit on a frame's length.
+	DefaultMaxFrame = 16 << 20
+
+	// MaxGroups is the most supplementary groups a call's Cred may carry.
+	MaxGroups = 64
+
+	lenSize    = 4  // u32 length
+	headerSize = 16 // kind, flags, method, call id, status
+	credSize   = 10 // uid, gid, ngroups
+
+	// minMaxFrame is the smallest MaxFrame accepted: room for a call with
+	// every group and a little payload.
+	minMaxFrame = 1 << 10
+)
+
+var le = binary.LittleEndian
+
+// errMalformed marks frames that cannot be decoded.
+var errMalformed = errors.New("malformed frame")
+
+// frame is one decoded frame. payload aliases the decoded bytes; cred.Groups
+// does not.
+type frame struct {
+	kind    uint8
+	flags   uint8
+	method  uint16
+	id      uint64
+	status  uint32
+	cred    Cred   // calls only
+	payload []byte // what follows the header (and, in a call, the cred)
+}
+
+// decodeFrame decodes a frame's body: the bytes after its length field. It
+// checks everything the frame's kind allows it to check and never panics.
+func decodeFrame(b []byte) (frame, error) {
+	var f frame
+	if len(b) < headerSize {
+		return f, fmt.Errorf("%w: %d bytes, shorter than the header", errMalformed, len(b))
+	}
+	f.kind = b[0]
+	f.flags = b[1]
+	f.method = le.Uint16(b[2:])
+	f.id = le.Uint64(b[4:])
+	f.status = le.Uint32(b[12:])
+	b = b[headerSize:]
+	if f.flags != 0 {
+		return f, fmt.Errorf("%w: flags %#x", errMalformed, f.flags)
+	}
+	switch f.kind {
+	case kindCall:
+		if f.status != 0 {
+			return f, fmt.Errorf("%w: call with status %#x", errMalformed, f.status)
+		}
+		if len(b) < credSize {
+			return f, fmt.Errorf("%w: call too short for its cred", errMalformed)
+		}
+		f.cred.UID = le.Uint32(b)
+		f.cred.GID = le.Uint32(b[4:])
+		n := int(le.Uint16(b[8:]))
+		b = b[credSize:]
+		if n > MaxGroups {
+			return f, fmt.Errorf("%w: %d groups, limit %d", errMalformed, n, MaxGroups)
+		}
+		if len(b) < 4*n {
+			return f, fmt.Errorf("%w: call too short for its %d groups", errMalformed, n)
+		}
+		if n > 0 {
+			f.cred.Groups = make([]uint32, n)
+			for i := range f.cred.Groups {
+				f.cred.Groups[i] = le.Uint32(b[4*i:])
+			}
+			b = b[4*n:]
+		}
+	case kindReply:
+	case kindHello, kindWelcome:
+		if f.method != 0 || f.id != 0 || f.status != 0 {
+			return f, fmt.Errorf("%w: handshake frame with method, id or status set", errMalformed)
+		}
+	default:
+		return f, fmt.Errorf("%w: unknown kind %d", errMalformed, f.kind)
+	}
+	f.payload = b
+	return f, nil
+}
+
+// callSize returns the length field of a call frame.
+func callSize(cred *Cred, payload []byte) int {
+	return headerSize + credSize + 4*len(cred.Groups) + len(payload)
+}
+
+// replySize returns the length field of a reply frame.
+func replySize(payload []byte) int { return headerSize + len(payload) }
+
+// appendHeader appends a frame's length field and fixed header.
+func appendHeader(b []byte, size int, kind uint8, method uint16, id uint64, status uint32) []byte {
+	b = slices.Grow(b, lenSize+size)
+	b = le.AppendUint32(b, uint32(size))
+	b = append(b, kind, 0)
+	b = le.AppendUint16(b, method)
+	b = le.AppendUint64(b, id)
+	return le.AppendUint32(b, status)
+}
+
+// appendCall appends a call frame to b. The caller has checked that cred has
+// at most MaxGroups groups and that the frame fits the peer's MaxFrame.
+func appendCall(b []byte, id uint64, method uint16, cred *Cred, payload []byte) []byte {
+	b = appendHeader(b, callSize(cred, payload), kindCall, method, id, 0)
+	b = le.AppendUint32(b, cred.UID)
+	b = le.AppendUint32(b, cred.GID)
+	b = le.AppendUint16(b, uint16(len(cred.Groups)))
+	for _, g := range cred.Groups {
+		b = le.AppendUint32(b, g)
+	}
+	return append(b, payload...)
+}
+
+// appendReply appends a reply frame to b.
+func appendReply(b []byte, id uint64, method uint16, status uint32, payload []byte) []byte {
+	b = appendHeader(b, replySize(payload), kindReply, method, id, status)
+	return append(b, payload...)
+}
+
+func errUnexpectedKind(kind uint8) error {
+	return fmt.Errorf("%w: unexpected kind %d", errMalformed, kind)
+}

@@ -1,0 +1,238 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ServerConfig configures a Server. The zero value serves without
+// authentication, with the defaults below.
+type ServerConfig struct {
+	Secret string // clients must present it in their hello; "" = no authentication
+
+	// MaxFrame is the longest frame accepted and sent; default
+	// DefaultMaxFrame, at least 1 KiB.
+	MaxFrame int
+
+	// MaxInflight is the number of calls a connection may have in flight:
+	// read, but with their replies not yet written. Beyond it the
+	// connection's reader stops reading, and TCP pushes back on the client.
+	// Default 4096.
+	MaxInflight int
+
+	// IdleTimeout closes a connection that has had no call in flight and no
+	// traffic for this long; it also bounds how long a write may block.
+	// Default 5m.
+	IdleTimeout time.Duration
+
+	// HandshakeTimeout bounds the hello/welcome exchange. Default 5s.
+	HandshakeTimeout time.Duration
+
+	Logger *slog.Logger // default slog.Default()
+}
+
+func (cfg *ServerConfig) setDefaults() {
+	if cfg.MaxFrame <= 0 {
+		cfg.MaxFrame = DefaultMaxFrame
+	}
+	cfg.MaxFrame = max(cfg.MaxFrame, minMaxFrame)
+	if cfg.MaxInflight <= 0 {
+		cfg.MaxInflight = 4096
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 5 * time.Minute
+	}
+	if cfg.HandshakeTimeout <= 0 {
+		cfg.HandshakeTimeout = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+}
+
+// Server accepts connections and hands their calls to a Handler.
+type Server struct {
+	h   Handler
+	cfg ServerConfig
+	log *slog.Logger
+
+	// shuttingDown makes readers answer new calls with StatusShuttingDown.
+	shuttingDown atomic.Bool
+
+	mu        sync.Mutex
+	closed    bool // no more listeners or connections are taken on
+	done      chan struct{}
+	listeners map[net.Listener]struct{}
+	conns     map[*conn]struct{}
+
+	// wg counts every connection goroutine, readers and writers.
+	wg sync.WaitGroup
+}
+
+// NewServer returns a Server that hands calls to h.
+func NewServer(h Handler, cfg ServerConfig) *Server {
+	cfg.setDefaults()
+	return &Server{
+		h:         h,
+		cfg:       cfg,
+		log:       cfg.Logger,
+		done:      make(chan struct{}),
+		listeners: make(map[net.Listener]struct{}),
+		conns:     make(map[*conn]struct{}),
+	}
+}
+
+// Serve accepts connections on ln until the server is shut down or closed,
+// and then returns nil. It closes ln when it returns.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return nil
+	}
+	s.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+		ln.Close()
+	}()
+
+	var pause time.Duration // after a failed accept
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.isClosed() {
+				return nil
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("accept: %w", err)
+			}
+			// Out of file descriptors, an aborted connection...: wait and
+			// try again, as the condition may pass.
+			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+			s.log.Warn("accept failed; retrying", "err", err, "in", pause)
+			t := time.NewTimer(pause)
+			select {
+			case <-t.C:
+			case <-s.done:
+				t.Stop()
+				return nil
+			}
+			continue
+		}
+		pause = 0
+		s.start(nc)
+	}
+}
+
+// start registers a new connection and starts its reader goroutine.
+func (s *Server) start(nc net.Conn) {
+	c := newConn(s, nc)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go c.readLoop()
+}
+
+// forget removes a connection whose reader goroutine is exiting.
+func (s *Server) forget(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// stopAccepting closes the listeners; Serve returns nil.
+func (s *Server) stopAccepting() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	close(s.done)
+	var errs []error
+	for ln := range s.listeners {
+		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, fmt.Errorf("close listener %v: %w", ln.Addr(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Shutdown stops accepting connections, answers new calls with
+// StatusShuttingDown, waits until every call in flight has been replied to
+// and its reply written, and closes the connections. If ctx ends first, it
+// closes everything at once, as Close does, and returns ctx's error.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.shuttingDown.Store(true)
+	err := s.stopAccepting()
+
+	// Poll, as there is no event for "the last reply was written" across
+	// connections; a shutdown is rare and the interval stays short.
+	interval := time.Millisecond
+	t := time.NewTimer(interval)
+	defer t.Stop()
+	for !s.closeIdle() {
+		select {
+		case <-ctx.Done():
+			s.Close()
+			return fmt.Errorf("shutdown: %w", ctx.Err())
+		case <-t.C:
+		}
+		interval = min(2*interval, 50*time.Millisecond)
+		t.Reset(interval)
+	}
+	s.wg.Wait()
+	return err
+}
+
+// closeIdle closes every connection with no call in flight, and reports
+// whether that was all of them.
+func (s *Server) closeIdle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	idle := true
+	for c := range s.conns {
+		if c.inflight() == 0 {
+			c.close()
+		} else {
+			idle = false
+		}
+	}
+	return idle
+}
+
+// Close stops accepting, closes every connection at once and waits for
+// their goroutines to exit. Replies to calls still in a handler's hands are
+// dropped.
+func (s *Server) Close() error {
+	err := s.stopAccepting()
+	s.mu.Lock()
+	for c := range s.conns {
+		c.close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return err
+}
