@@ -48,10 +48,14 @@ func (s *Server) serveCall(c *rpc.Call) {
 		return
 	}
 	o := &op{call: c, method: m, req: req, cred: engine.Cred{UID: c.Cred.UID, GID: c.Cred.GID, Groups: c.Cred.Groups}}
+	queue := s.reads
+	if isMutation(m) {
+		queue = s.writes
+	}
 	select {
 	case <-s.failed:
 		c.Reply(rpc.StatusShuttingDown, nil)
-	case s.ops <- o:
+	case queue <- o:
 	default:
 		c.Reply(rpc.StatusBusy, nil)
 	}
@@ -62,19 +66,11 @@ func (s *Server) serveCall(c *rpc.Call) {
 func (s *Server) applyLoop() {
 	defer s.loops.Done()
 	defer close(s.commits)
-	for o := range s.ops {
-		b := &batch{ops: []*op{o}}
-	drain:
-		for len(b.ops) < s.cfg.MaxBatch {
-			select {
-			case o, ok := <-s.ops:
-				if !ok {
-					break drain
-				}
-				b.ops = append(b.ops, o)
-			default:
-				break drain
-			}
+	reads, writes := s.reads, s.writes
+	for {
+		b := s.nextBatch(&reads, &writes)
+		if b == nil {
+			return
 		}
 		now := s.clock()
 		for _, o := range b.ops {
@@ -84,6 +80,60 @@ func (s *Server) applyLoop() {
 			b.ckpt = s.takeCheckpoint()
 		}
 		s.commits <- b
+	}
+}
+
+// nextBatch waits for an operation and then takes whatever else is queued,
+// up to MaxBatch, giving reads ReadShare of every 10 turns while both
+// classes wait, so a burst of mutations cannot starve cheap reads (nor the
+// reverse). A queue that is closed is set to nil; nextBatch returns nil
+// once both are.
+func (s *Server) nextBatch(reads, writes *chan *op) *batch {
+	b := &batch{}
+	for len(b.ops) == 0 {
+		if *reads == nil && *writes == nil {
+			return nil
+		}
+		select {
+		case o, ok := <-*reads:
+			if !ok {
+				*reads = nil
+				continue
+			}
+			b.ops = append(b.ops, o)
+		case o, ok := <-*writes:
+			if !ok {
+				*writes = nil
+				continue
+			}
+			b.ops = append(b.ops, o)
+		}
+	}
+	for turn := 0; len(b.ops) < s.cfg.MaxBatch; turn++ {
+		first, second := *reads, *writes
+		if turn%10 >= s.cfg.ReadShare {
+			first, second = second, first
+		}
+		o := poll(first)
+		if o == nil {
+			o = poll(second)
+		}
+		if o == nil {
+			break
+		}
+		b.ops = append(b.ops, o)
+	}
+	return b
+}
+
+// poll takes an operation from q if one is waiting (nil for a nil or
+// closed queue).
+func poll(q chan *op) *op {
+	select {
+	case o := <-q:
+		return o
+	default:
+		return nil
 	}
 }
 
@@ -110,6 +160,7 @@ func (s *Server) applyOp(b *batch, o *op, now int64) {
 	}
 	key := callKey{client: o.call.Client, call: o.call.ID}
 	if prev, ok := s.cache.get(key); ok {
+		s.stats.retryHits.Add(1)
 		o.status, o.reply = prev.status, prev.reply
 		return
 	}

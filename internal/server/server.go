@@ -22,7 +22,8 @@ type Config struct {
 	Dir             string       // where the log and checkpoints live
 	Partition       uint16       // the partition this server owns
 	FS              vfs.FS       // default: the OS
-	QueueSize       int          // operations waiting for the apply loop; default 16384
+	QueueSize       int          // operations of each class (read, write) waiting for the apply loop; default 8192
+	ReadShare       int          // of every 10 operations the apply loop takes while both classes wait, how many are reads; default 7
 	MaxBatch        int          // operations applied per batch; default 4096
 	RetryCacheSize  int          // mutations remembered for retries; default 65536
 	CheckpointEvery int          // log records between checkpoints; default 1,000,000
@@ -36,7 +37,10 @@ func (c *Config) setDefaults() {
 		c.FS = vfs.Default
 	}
 	if c.QueueSize <= 0 {
-		c.QueueSize = 16384
+		c.QueueSize = 8192
+	}
+	if c.ReadShare <= 0 || c.ReadShare > 10 {
+		c.ReadShare = 7
 	}
 	if c.MaxBatch <= 0 {
 		c.MaxBatch = 4096
@@ -77,7 +81,8 @@ type Server struct {
 	// Owned by the committer.
 	wal *wal.Log
 
-	ops      chan *op            // RPC readers -> apply loop
+	reads    chan *op            // RPC readers -> apply loop: queries
+	writes   chan *op            // RPC readers -> apply loop: mutations
 	commits  chan *batch         // apply loop -> committer
 	ckpts    chan *checkpointJob // committer -> checkpointer
 	truncs   chan uint64         // checkpointer -> committer
@@ -101,7 +106,8 @@ func Open(cfg Config) (*Server, error) {
 		cfg:     cfg,
 		log:     cfg.Logger,
 		cache:   newRetryCache(cfg.RetryCacheSize),
-		ops:     make(chan *op, cfg.QueueSize),
+		reads:   make(chan *op, cfg.QueueSize),
+		writes:  make(chan *op, cfg.QueueSize),
 		commits: make(chan *batch, 1),
 		ckpts:   make(chan *checkpointJob, 1),
 		truncs:  make(chan uint64, 1),
@@ -158,11 +164,12 @@ func (s *Server) Close() error {
 }
 
 // stopLoops ends the loops once no RPC reader can queue an operation any
-// more: closing ops lets the apply loop finish what is queued, which closes
-// commits, which ends the committer.
+// more: closing the queues lets the apply loop finish what is queued, which
+// closes commits, which ends the committer.
 func (s *Server) stopLoops() {
 	close(s.stopped)
-	close(s.ops)
+	close(s.reads)
+	close(s.writes)
 	s.loops.Wait()
 	if err := s.wal.Close(); err != nil {
 		s.log.Error("close log", "err", err)
@@ -183,19 +190,22 @@ func (s *Server) logDir() string { return filepath.Clean(s.cfg.Dir) }
 // stats are counters the server keeps about itself; any goroutine may
 // read them.
 type stats struct {
-	syncs   atomic.Uint64 // log fsyncs (one per batch with mutations)
-	records atomic.Uint64 // log records written
-	batches atomic.Uint64 // batches applied
+	syncs     atomic.Uint64 // log fsyncs (one per batch with mutations)
+	retryHits atomic.Uint64 // retried mutations answered from the retry cache
+	records   atomic.Uint64 // log records written
+	batches   atomic.Uint64 // batches applied
 }
 
 // Stats is a snapshot of the server's counters.
 type Stats struct {
-	Syncs   uint64 // log fsyncs
-	Records uint64 // log records written (mutations)
-	Batches uint64 // batches the apply loop handed to the committer
+	Syncs     uint64 // log fsyncs
+	Records   uint64 // log records written (mutations)
+	Batches   uint64 // batches the apply loop handed to the committer
+	RetryHits uint64 // retried mutations answered from the retry cache
 }
 
 // Stats returns the server's counters.
 func (s *Server) Stats() Stats {
-	return Stats{Syncs: s.stats.syncs.Load(), Records: s.stats.records.Load(), Batches: s.stats.batches.Load()}
+	return Stats{Syncs: s.stats.syncs.Load(), Records: s.stats.records.Load(), Batches: s.stats.batches.Load(),
+		RetryHits: s.stats.retryHits.Load()}
 }
