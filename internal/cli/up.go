@@ -13,11 +13,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/canopyfs/canopy/internal/observe"
 	"github.com/canopyfs/canopy/internal/server"
 )
 
 func newUpCmd(g *globals) *cobra.Command {
-	var dir, listen string
+	var dir, listen, metricsListen string
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run a complete single-node Canopy in the foreground",
@@ -27,16 +30,17 @@ address once it serves, and stops cleanly on SIGINT or SIGTERM.`,
 		Example: "  canopy up --dir /tmp/canopy\n  canopy up --dir /tmp/canopy --listen 127.0.0.1:0",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return serve(cmd, server.Config{Dir: filepath.Join(dir, "meta"), Secret: g.secret}, listen, "ready at")
+			return serve(cmd, server.Config{Dir: filepath.Join(dir, "meta"), Secret: g.secret}, listen, metricsListen, "ready at")
 		},
 	}
+	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "serve Prometheus metrics, pprof and a status page on this address")
 	cmd.Flags().StringVar(&dir, "dir", "canopy-data", "directory that holds the file system's state")
 	cmd.Flags().StringVar(&listen, "listen", DefaultAddr, "address to serve on (port 0 picks a free one)")
 	return cmd
 }
 
 func newMetaCmd(g *globals) *cobra.Command {
-	var dir, listen string
+	var dir, listen, metricsListen string
 	var partition uint16
 	cmd := &cobra.Command{
 		Use:     "meta",
@@ -45,9 +49,10 @@ func newMetaCmd(g *globals) *cobra.Command {
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := server.Config{Dir: dir, Partition: partition, Secret: g.secret}
-			return serve(cmd, cfg, listen, fmt.Sprintf("meta partition %d ready at", partition))
+			return serve(cmd, cfg, listen, metricsListen, fmt.Sprintf("meta partition %d ready at", partition))
 		},
 	}
+	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "serve Prometheus metrics, pprof and a status page on this address")
 	cmd.Flags().StringVar(&dir, "dir", "", "directory that holds the partition's log and checkpoints")
 	cmd.Flags().StringVar(&listen, "listen", DefaultAddr, "address to serve on (port 0 picks a free one)")
 	cmd.Flags().Uint16Var(&partition, "partition", 0, "partition id this server owns")
@@ -57,11 +62,25 @@ func newMetaCmd(g *globals) *cobra.Command {
 
 // serve opens a metadata server, prints the ready line, and runs until a
 // signal (graceful shutdown) or a log failure.
-func serve(cmd *cobra.Command, cfg server.Config, listen, ready string) error {
+func serve(cmd *cobra.Command, cfg server.Config, listen, metricsListen, ready string) error {
 	cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+	var reg *prometheus.Registry
+	if metricsListen != "" {
+		reg = observe.NewRegistry()
+		cfg.Metrics = reg
+	}
 	srv, err := server.Open(cfg)
 	if err != nil {
 		return err
+	}
+	if reg != nil {
+		obs, err := observe.Serve(metricsListen, reg, func() any { return srv.Status() }, cfg.Logger)
+		if err != nil {
+			srv.Close()
+			return err
+		}
+		defer obs.Close()
+		cfg.Logger.Info("metrics", "addr", obs.Addr().String())
 	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"syscall"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -57,6 +58,11 @@ func (s *Server) serveCall(c *rpc.Call) {
 		c.Reply(rpc.StatusShuttingDown, nil)
 	case queue <- o:
 	default:
+		class := "read"
+		if queue == s.writes {
+			class = "write"
+		}
+		s.metrics.busy.WithLabelValues(class).Inc()
 		c.Reply(rpc.StatusBusy, nil)
 	}
 }
@@ -72,12 +78,18 @@ func (s *Server) applyLoop() {
 		if b == nil {
 			return
 		}
+		start := time.Now()
 		now := s.clock()
 		for _, o := range b.ops {
 			s.applyOp(b, o, now)
 		}
+		s.metrics.batchOps.Observe(float64(len(b.ops)))
+		s.metrics.applySeconds.Observe(since(start))
+		s.stats.inodes.Store(int64(s.eng.Len()))
 		if s.sinceCkpt >= s.cfg.CheckpointEvery && s.ckptBusy.CompareAndSwap(false, true) {
+			start := time.Now()
 			b.ckpt = s.takeCheckpoint()
+			s.metrics.ckptSeconds.Observe(since(start))
 		}
 		s.commits <- b
 	}
@@ -225,7 +237,9 @@ func (s *Server) commit(b *batch) error {
 	if len(b.recs) == 0 {
 		return nil
 	}
-	if _, err := s.wal.Append(b.recs...); err != nil {
+	start := time.Now()
+	last, err := s.wal.Append(b.recs...)
+	if err != nil {
 		s.fail(err)
 		return err
 	}
@@ -235,6 +249,9 @@ func (s *Server) commit(b *batch) error {
 	}
 	s.stats.syncs.Add(1)
 	s.stats.records.Add(uint64(len(b.recs)))
+	s.stats.lsn.Store(last)
+	s.metrics.commitSeconds.Observe(since(start))
+	s.metrics.recordsPerSync.Observe(float64(len(b.recs)))
 	return nil
 }
 

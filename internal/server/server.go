@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/canopyfs/canopy/internal/engine"
 	"github.com/canopyfs/canopy/internal/rpc"
 	"github.com/canopyfs/canopy/internal/vfs"
@@ -19,17 +21,18 @@ import (
 
 // Config configures a metadata server.
 type Config struct {
-	Dir             string       // where the log and checkpoints live
-	Partition       uint16       // the partition this server owns
-	FS              vfs.FS       // default: the OS
-	QueueSize       int          // operations of each class (read, write) waiting for the apply loop; default 8192
-	ReadShare       int          // of every 10 operations the apply loop takes while both classes wait, how many are reads; default 7
-	MaxBatch        int          // operations applied per batch; default 4096
-	RetryCacheSize  int          // mutations remembered for retries; default 65536
-	CheckpointEvery int          // log records between checkpoints; default 1,000,000
-	Secret          string       // shared secret clients must present; "" = none
-	Logger          *slog.Logger // default slog.Default()
-	Clock           func() int64 // nanoseconds since the epoch; default time.Now
+	Dir             string                // where the log and checkpoints live
+	Partition       uint16                // the partition this server owns
+	FS              vfs.FS                // default: the OS
+	QueueSize       int                   // operations of each class (read, write) waiting for the apply loop; default 8192
+	ReadShare       int                   // of every 10 operations the apply loop takes while both classes wait, how many are reads; default 7
+	MaxBatch        int                   // operations applied per batch; default 4096
+	RetryCacheSize  int                   // mutations remembered for retries; default 65536
+	CheckpointEvery int                   // log records between checkpoints; default 1,000,000
+	Secret          string                // shared secret clients must present; "" = none
+	Logger          *slog.Logger          // default slog.Default()
+	Clock           func() int64          // nanoseconds since the epoch; default time.Now
+	Metrics         prometheus.Registerer // where to register the server's metrics; nil = nowhere
 }
 
 func (c *Config) setDefaults() {
@@ -88,7 +91,8 @@ type Server struct {
 	truncs   chan uint64         // checkpointer -> committer
 	ckptBusy atomic.Bool         // a checkpoint is being written
 
-	stats stats
+	stats   stats
+	metrics *metrics
 
 	stopOnce sync.Once
 	stopped  chan struct{} // closed when Close starts
@@ -120,6 +124,9 @@ func Open(cfg Config) (*Server, error) {
 	}
 	s.log.Info("recovered", "dir", cfg.Dir, "nodes", s.eng.Len(), "lsn", s.nextLSN-1,
 		"took", time.Since(start).Round(time.Millisecond))
+	s.metrics = newMetrics(s, cfg.Metrics)
+	s.stats.inodes.Store(int64(s.eng.Len()))
+	s.stats.lsn.Store(s.nextLSN - 1)
 	s.rpc = rpc.NewServer(rpc.HandlerFunc(s.serveCall), rpc.ServerConfig{Secret: cfg.Secret, Logger: cfg.Logger})
 	s.loops.Add(3)
 	go s.applyLoop()
@@ -192,6 +199,8 @@ func (s *Server) logDir() string { return filepath.Clean(s.cfg.Dir) }
 type stats struct {
 	syncs     atomic.Uint64 // log fsyncs (one per batch with mutations)
 	retryHits atomic.Uint64 // retried mutations answered from the retry cache
+	inodes    atomic.Int64  // nodes in the namespace, as of the last batch
+	lsn       atomic.Uint64 // last log record written
 	records   atomic.Uint64 // log records written
 	batches   atomic.Uint64 // batches applied
 }
@@ -208,4 +217,21 @@ type Stats struct {
 func (s *Server) Stats() Stats {
 	return Stats{Syncs: s.stats.syncs.Load(), Records: s.stats.records.Load(), Batches: s.stats.batches.Load(),
 		RetryHits: s.stats.retryHits.Load()}
+}
+
+// Status is what the server shows on its status page.
+type Status struct {
+	Partition uint16 `json:"partition"`
+	Dir       string `json:"dir"`
+	Inodes    int64  `json:"inodes"`
+	LSN       uint64 `json:"lsn"`
+	Stats     Stats  `json:"stats"`
+}
+
+// Status returns the server's current status; any goroutine may call it.
+func (s *Server) Status() Status {
+	return Status{
+		Partition: s.cfg.Partition, Dir: s.cfg.Dir, Inodes: s.stats.inodes.Load(),
+		LSN: s.stats.lsn.Load(), Stats: s.Stats(),
+	}
 }

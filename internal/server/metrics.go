@@ -1,0 +1,86 @@
+package server
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the server's Prometheus metrics. The collectors are safe for
+// use from any goroutine; the apply loop and the committer update them.
+type metrics struct {
+	batchOps       prometheus.Histogram
+	applySeconds   prometheus.Histogram
+	commitSeconds  prometheus.Histogram
+	recordsPerSync prometheus.Histogram
+	ckptSeconds    prometheus.Histogram
+	busy           *prometheus.CounterVec
+}
+
+// latencyBuckets span 1 µs to about 4 s.
+var latencyBuckets = prometheus.ExponentialBuckets(1e-6, 2, 23)
+
+// countBuckets span 1 to 4096.
+var countBuckets = prometheus.ExponentialBuckets(1, 2, 13)
+
+func newMetrics(s *Server, reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		batchOps: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "canopy_meta_batch_operations", Buckets: countBuckets,
+			Help: "Operations the apply loop took from the queues in one batch. Large batches mean the queues are filling.",
+		}),
+		applySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "canopy_meta_apply_seconds", Buckets: latencyBuckets,
+			Help: "Time the apply loop spent applying one batch to the namespace (the single-threaded part of every call).",
+		}),
+		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "canopy_meta_log_commit_seconds", Buckets: latencyBuckets,
+			Help: "Time to append one batch's log records and fsync them; every mutation's reply waits for this.",
+		}),
+		recordsPerSync: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "canopy_meta_log_records_per_sync", Buckets: countBuckets,
+			Help: "Mutations made durable by one fsync (group commit at work when above 1).",
+		}),
+		ckptSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "canopy_meta_checkpoint_encode_seconds", Buckets: latencyBuckets,
+			Help: "Time the apply loop was held encoding a checkpoint of the namespace.",
+		}),
+		busy: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "canopy_meta_busy_refusals_total",
+			Help: "Calls refused with BUSY because their queue (read or write) was full.",
+		}, []string{"class"}),
+	}
+	if reg == nil {
+		return m
+	}
+	reg.MustRegister(m.batchOps, m.applySeconds, m.commitSeconds, m.recordsPerSync, m.ckptSeconds, m.busy)
+	for class, q := range map[string]chan *op{"read": s.reads, "write": s.writes} {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "canopy_meta_queue_length", ConstLabels: prometheus.Labels{"class": class},
+			Help: "Operations waiting for the apply loop, by class.",
+		}, func() float64 { return float64(len(q)) }))
+	}
+	counters := []struct {
+		name, help string
+		value      func() uint64
+	}{
+		{"canopy_meta_log_syncs_total", "Fsyncs of the transaction log.", s.stats.syncs.Load},
+		{"canopy_meta_log_records_total", "Mutations written to the transaction log.", s.stats.records.Load},
+		{"canopy_meta_retry_cache_hits_total", "Retried mutations answered from the retry cache instead of being applied again.", s.stats.retryHits.Load},
+	}
+	for _, c := range counters {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help},
+			func() float64 { return float64(c.value()) }))
+	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "canopy_meta_inodes",
+		Help: "Nodes in the partition's namespace (files, directories, symlinks, the root).",
+	}, func() float64 { return float64(s.stats.inodes.Load()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "canopy_meta_log_lsn",
+		Help: "Sequence number of the last record written to the transaction log.",
+	}, func() float64 { return float64(s.stats.lsn.Load()) }))
+	return m
+}
+
+func since(start time.Time) float64 { return time.Since(start).Seconds() }
