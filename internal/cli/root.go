@@ -54,7 +54,7 @@ func newRoot(out, errOut io.Writer) *cobra.Command {
 		newUpCmd(g), newMetaCmd(g),
 		newMkdirCmd(g), newTouchCmd(g), newLsCmd(g), newStatCmd(g), newMvCmd(g), newRmCmd(g),
 		newLnCmd(g), newReadlinkCmd(g), newChmodCmd(g), newChownCmd(g),
-		newDuCmd(g), newCountCmd(g), newDfCmd(g), newXattrCmd(g),
+		newDuCmd(g), newCountCmd(g), newDfCmd(g), newXattrCmd(g), newBenchCmd(g),
 	)
 	return root
 }
