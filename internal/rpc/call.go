@@ -3,6 +3,7 @@ package rpc
 import (
 	"encoding/hex"
 	"sync"
+	"time"
 )
 
 // Cred is the identity a call is made with.
@@ -31,6 +32,10 @@ type Call struct {
 
 	conn *conn  // the connection the call came on; nil once replied
 	buf  []byte // backing store for Payload, reused from call to call
+
+	start    int64         // monotime when the frame was decoded; 0 without metrics
+	enqueued int64         // monotime when the call was queued, with queues
+	queued   time.Duration // time spent in the queue, set when a handler takes it
 }
 
 // maxPooledPayload is the largest payload buffer a pooled Call keeps.
@@ -47,6 +52,7 @@ func newCall(cn *conn, f *frame, owned bool) *Call {
 	c.ID = f.id
 	c.Method = f.method
 	c.Cred = f.cred
+	c.start, c.enqueued, c.queued = 0, 0, 0
 	if owned {
 		c.Payload = f.payload
 	} else {
@@ -75,12 +81,20 @@ func (c *Call) Reply(status uint32, payload []byte) {
 	callPool.Put(c)
 }
 
+// QueueTime returns how long the call waited in its server's queue before a
+// handler took it: 0 for a server without queues.
+func (c *Call) QueueTime() time.Duration { return c.queued }
+
 // Handler serves calls.
 //
-// Serve runs on the connection's reader goroutine, which reads no further
-// call until Serve returns. So Serve must not block: it either replies at
-// once or hands the call to another goroutine, for example through a
-// bounded queue, replying StatusBusy when the queue is full.
+// Without queues (ServerConfig.Queues nil), Serve runs on the connection's
+// reader goroutine, which reads no further call until Serve returns. So
+// Serve must not block: it either replies at once or hands the call to
+// another goroutine, for example through a bounded queue, replying
+// StatusBusy when the queue is full.
+//
+// With queues, Serve runs on one of the server's handler goroutines and may
+// block; while every handler is busy, calls wait in the queues.
 type Handler interface {
 	Serve(c *Call)
 }

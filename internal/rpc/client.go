@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	crand "crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 )
 
 // ClientConfig configures a Client. The zero value works against a server
@@ -37,6 +41,38 @@ type ClientConfig struct {
 	MaxFrame int
 
 	Logger *slog.Logger // default slog.Default()
+
+	// TLS, if set, makes the client speak TLS, completing a TLS handshake
+	// before the hello. Without a ServerName (and unless
+	// InsecureSkipVerify), the host of the address dialed is verified.
+	TLS *tls.Config
+
+	// CompressAbove is the payload size, in bytes, above which calls are
+	// compressed on connections that negotiated a codec; a compressed form
+	// is sent only if it is smaller. 0 means DefaultCompressAbove (4 KiB);
+	// negative turns compression off: the client then offers no codec, and
+	// the server does not compress its replies either.
+	CompressAbove int
+
+	// Codecs are the codecs the client offers in its hello, a bitmask; 0
+	// means AllCodecs.
+	Codecs Codec
+
+	// RateLimit, if positive, limits the calls sent to this many a second,
+	// retries included: each attempt first takes a token from a token
+	// bucket, waiting for one if need be. An attempt whose token would come
+	// after the call's deadline fails at once with ErrTimeout.
+	RateLimit float64
+
+	// RateBurst is the token bucket's size: how many calls may go without
+	// waiting after a quiet spell. Default a tenth of a second's worth of
+	// RateLimit, at least 1.
+	RateBurst int
+
+	// Metrics, if set, receives the client's Prometheus metrics, named
+	// canopy_rpc_client_*. Clients sharing a registerer add up their
+	// metrics.
+	Metrics prometheus.Registerer
 }
 
 func (cfg *ClientConfig) setDefaults() error {
@@ -70,6 +106,9 @@ func (cfg *ClientConfig) setDefaults() error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.RateLimit > 0 && cfg.RateBurst <= 0 {
+		cfg.RateBurst = max(1, int(cfg.RateLimit/10))
+	}
 	return nil
 }
 
@@ -91,9 +130,13 @@ func backoff(attempt int) time.Duration {
 // Client calls one server over a single multiplexed connection, redialing
 // when it breaks. It is safe for concurrent use.
 type Client struct {
-	addr string
-	cfg  ClientConfig
-	log  *slog.Logger
+	addr    string
+	cfg     ClientConfig
+	log     *slog.Logger
+	tls     *tls.Config // cfg.TLS with ServerName filled in; nil without TLS
+	comp    *compression
+	limiter *rate.Limiter  // nil without RateLimit
+	metrics *clientMetrics // nil without Metrics
 
 	nextID atomic.Uint64 // the last call id handed out
 
@@ -129,7 +172,27 @@ func Dial(addr string, cfg ClientConfig) (*Client, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
-	c := &Client{addr: addr, cfg: cfg, log: cfg.Logger.With("server", addr)}
+	c := &Client{
+		addr:    addr,
+		cfg:     cfg,
+		log:     cfg.Logger.With("server", addr),
+		comp:    newCompression(cfg.Codecs, cfg.CompressAbove, cfg.MaxFrame),
+		metrics: newClientMetrics(cfg.Metrics, cfg.Logger),
+	}
+	if cfg.TLS != nil {
+		c.tls = cfg.TLS
+		if c.tls.ServerName == "" && !c.tls.InsecureSkipVerify {
+			host, _, err := net.SplitHostPort(addr)
+			if err != nil {
+				return nil, fmt.Errorf("dial %s: server name for TLS: %w", addr, err)
+			}
+			c.tls = c.tls.Clone()
+			c.tls.ServerName = host
+		}
+	}
+	if cfg.RateLimit > 0 {
+		c.limiter = rate.NewLimiter(rate.Limit(cfg.RateLimit), cfg.RateBurst)
+	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	cn, err := c.connect()
 	if err != nil {
@@ -164,24 +227,44 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// connect dials, handshakes and starts the connection's goroutines.
+// connect dials, handshakes and starts the connection's goroutines. It
+// offers the newest protocol version first; a server that refuses it for an
+// older one it speaks is dialed again with that one.
 func (c *Client) connect() (*clientConn, error) {
+	version := protocolVersion
+	for {
+		cn, w, err := c.connectVersion(version)
+		if err != nil && w.status == StatusBadVersion && spoken(w.version) && w.version < version {
+			c.log.Debug("server speaks an older protocol version; dialing again", "version", w.version)
+			version = w.version
+			continue
+		}
+		return cn, err
+	}
+}
+
+// connectVersion dials, handshakes with the given version and starts the
+// connection's goroutines. It returns the server's welcome, if it got one.
+func (c *Client) connectVersion(version uint16) (*clientConn, welcome, error) {
 	d := net.Dialer{Timeout: c.cfg.DialTimeout}
 	nc, err := d.DialContext(c.ctx, "tcp", c.addr)
 	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", c.addr, err)
+		return nil, welcome{}, fmt.Errorf("dial %s: %w", c.addr, err)
+	}
+	if c.tls != nil {
+		nc = tls.Client(nc, c.tls)
 	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		nc.Close()
-		return nil, ErrClosed
+		return nil, welcome{}, ErrClosed
 	}
 	c.handshaking = nc
 	c.mu.Unlock()
 
-	cn := newClientConn(nc, c.log)
-	err = cn.handshake(&c.cfg)
+	cn := newClientConn(nc, c.log, c.comp)
+	w, err := cn.handshake(&c.cfg, version)
 
 	c.mu.Lock()
 	c.handshaking = nil
@@ -191,12 +274,12 @@ func (c *Client) connect() (*clientConn, error) {
 	c.mu.Unlock()
 	if err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("handshake with %s: %w", c.addr, err)
+		return nil, w, fmt.Errorf("handshake with %s: %w", c.addr, err)
 	}
 	c.wg.Add(2)
 	go cn.readLoop(&c.wg)
 	go cn.writeLoop(&c.wg)
-	return cn, nil
+	return cn, w, nil
 }
 
 // redial is the goroutine that replaces a broken connection.
@@ -211,6 +294,9 @@ func (c *Client) redial(d *dialing) {
 	}
 	if err == nil {
 		c.cur.Store(cn)
+		if m := c.metrics; m != nil {
+			m.reconnects.Inc() // before the callers waiting on it go on
+		}
 	}
 	c.dialing = nil
 	d.cn, d.err = cn, err
@@ -303,6 +389,9 @@ func (c *Client) Call(ctx context.Context, method uint16, cred Cred, req []byte)
 			}
 			status = st
 			err, retry = &StatusError{Status: st}, Retriable(st)
+			if m := c.metrics; m != nil && st == StatusBusy {
+				m.busy.Inc()
+			}
 		}
 		if !retry || attempt >= c.cfg.MaxRetries {
 			return status, nil, callErr(method, err, lastErr)
@@ -320,6 +409,9 @@ func (c *Client) Call(ctx context.Context, method uint16, cred Cred, req []byte)
 			return status, nil, callErr(method, ctxErr(ctx), lastErr)
 		}
 		c.log.Debug("retrying call", "method", method, "id", id, "attempt", attempt+1, "after", err)
+		if m := c.metrics; m != nil {
+			m.retries.Inc()
+		}
 	}
 }
 
@@ -333,10 +425,16 @@ func callErr(method uint16, err, lastErr error) error {
 	return fmt.Errorf("call method %d: %w", method, err)
 }
 
-// attempt sends the call once and waits for its reply until CallTimeout or
-// deadline, whichever comes first. err is set for a transport failure, and
-// retry tells whether it may pass.
+// attempt sends the call once, after taking a token from the rate limiter
+// if there is one, and waits for its reply until CallTimeout or deadline,
+// whichever comes first. err is set for a transport failure, and retry
+// tells whether it may pass.
 func (c *Client) attempt(ctx context.Context, w *waiter, deadline time.Time, id uint64, method uint16, cred *Cred, req []byte) (status uint32, reply []byte, retry bool, err error) {
+	if c.limiter != nil {
+		if err := c.waitToken(ctx, w, deadline); err != nil {
+			return 0, nil, false, err
+		}
+	}
 	cn, retry, err := c.conn(ctx, w, deadline)
 	if err != nil {
 		return 0, nil, retry, err

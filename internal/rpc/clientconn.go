@@ -39,12 +39,15 @@ var waiterPool = sync.Pool{New: func() any {
 //
 // Its reader goroutine (readLoop) owns fr and dispatches replies; its
 // writer goroutine (writeLoop) owns the socket's write side. Callers on any
-// goroutine register in waiting and append their calls to out.
+// goroutine register in waiting and append their calls to out, compressing
+// them first if need be.
 type clientConn struct {
-	nc  net.Conn
-	log *slog.Logger
-	fr  frameReader
-	out outbound
+	nc    net.Conn // a *tls.Conn with ClientConfig.TLS
+	log   *slog.Logger
+	comp  *compression
+	codec Codec // set by the handshake: the connection's codec, 0 = none
+	fr    frameReader
+	out   outbound
 
 	mu      sync.Mutex
 	waiting map[uint64]*waiter // by call id
@@ -54,11 +57,12 @@ type clientConn struct {
 	done   chan struct{} // closed when the connection breaks
 }
 
-func newClientConn(nc net.Conn, log *slog.Logger) *clientConn {
+func newClientConn(nc net.Conn, log *slog.Logger, comp *compression) *clientConn {
 	return &clientConn{
 		nc:      nc,
 		log:     log,
-		fr:      newFrameReader(nc, headerSize+welcomeSize),
+		comp:    comp,
+		fr:      newFrameReader(nc, maxWelcomeFrame),
 		out:     newOutbound(),
 		waiting: make(map[uint64]*waiter),
 		done:    make(chan struct{}),
@@ -78,7 +82,13 @@ func (cn *clientConn) send(w *waiter, id uint64, method uint16, cred *Cred, req 
 	cn.mu.Unlock()
 	// If the connection breaks now, fail has already answered w and the
 	// call is dropped.
-	cn.out.appendCall(id, method, cred, req)
+	if cn.codec != 0 && len(req) > cn.comp.above {
+		out, flags, scratch := cn.comp.compress(cn.codec, req)
+		cn.out.appendCall(id, method, flags, cred, out)
+		releaseScratch(scratch)
+	} else {
+		cn.out.appendCall(id, method, 0, cred, req)
+	}
 	return nil
 }
 
@@ -137,6 +147,10 @@ func (cn *clientConn) readLoop(wg *sync.WaitGroup) {
 		f, err := decodeFrame(body)
 		if err == nil && f.kind != kindReply {
 			err = errUnexpectedKind(f.kind)
+		}
+		if err == nil && f.flags&flagCompressed != 0 {
+			f.payload, err = cn.comp.decompress(cn.codec, f.payload, cn.fr.max-headerSize)
+			owned = true
 		}
 		if err != nil {
 			cn.fail(fmt.Errorf("connection lost: bad frame from server: %w", err))

@@ -14,15 +14,16 @@ import (
 // conn is one accepted connection.
 //
 // Its reader goroutine (readLoop) owns fr, runs the handshake and hands
-// calls to the Handler. Its writer goroutine (writeLoop) owns the socket's
-// write side and the idle timer. The rest is shared: any goroutine replying
-// appends to out; the reader takes a slot per call and the writer gives it
-// back once the reply is written.
+// calls to the Handler or to the queues. Its writer goroutine (writeLoop)
+// owns the socket's write side and the idle timer. The rest is shared: any
+// goroutine replying appends to out; the reader takes a slot per call and
+// the writer gives it back once the reply is written.
 type conn struct {
 	srv    *Server
-	nc     net.Conn
+	nc     net.Conn // a *tls.Conn with ServerConfig.TLS
 	log    *slog.Logger
 	client ClientID // set by the handshake, before any call is read
+	codec  Codec    // set by the handshake: the connection's codec, 0 = none
 	fr     frameReader
 	out    outbound
 
@@ -84,25 +85,28 @@ func (c *conn) readLoop() {
 		return
 	}
 	c.log = c.log.With("client", c.client.String())
-	c.log.Debug("connection open")
+	c.log.Debug("connection open", "codec", c.codec)
 	c.srv.wg.Add(1)
 	go c.writeLoop()
 
+	m := c.srv.metrics
 	for {
 		body, owned, err := c.fr.next()
 		if err != nil {
 			c.logEnd("read failed", err)
 			return
 		}
-		f, err := decodeFrame(body)
-		if err == nil && f.kind != kindCall {
-			err = errUnexpectedKind(f.kind)
+		var decodeStart int64
+		if m != nil {
+			decodeStart = monotime()
 		}
+		f, err := c.decode(body, &owned)
 		if err != nil {
 			c.log.Warn("closing connection: bad frame", "err", err)
 			return
 		}
-		c.active.Store(monotime())
+		now := monotime()
+		c.active.Store(now)
 		select {
 		case c.slots <- struct{}{}:
 		case <-c.done:
@@ -117,12 +121,35 @@ func (c *conn) readLoop() {
 			return
 		}
 		call := newCall(c, &f, owned)
-		if c.srv.shuttingDown.Load() {
-			call.Reply(StatusShuttingDown, nil)
-			continue
+		if m != nil {
+			call.start = now
+			m.decode.Observe(seconds(now - decodeStart))
+			m.inflight.Inc()
 		}
-		c.srv.h.Serve(call)
+		switch {
+		case c.srv.shuttingDown.Load():
+			call.Reply(StatusShuttingDown, nil)
+		case c.srv.queues != nil:
+			c.srv.queues.push(call)
+		default:
+			c.srv.h.Serve(call)
+		}
 	}
+}
+
+// decode decodes a call frame's body, decompressing its payload if need be;
+// a decompressed payload is a new slice, and *owned is set. Any error means
+// the stream cannot be trusted.
+func (c *conn) decode(body []byte, owned *bool) (frame, error) {
+	f, err := decodeFrame(body)
+	if err == nil && f.kind != kindCall {
+		err = errUnexpectedKind(f.kind)
+	}
+	if err == nil && f.flags&flagCompressed != 0 {
+		f.payload, err = c.srv.comp.decompress(c.codec, f.payload, c.srv.cfg.MaxFrame-callSize(&f.cred, nil))
+		*owned = true
+	}
+	return f, err
 }
 
 // logEnd logs why the reader stopped, quietly when the connection simply
@@ -145,14 +172,37 @@ func (c *conn) logEnd(msg string, err error) {
 	c.log.Warn(msg, "err", err)
 }
 
-// reply queues call's reply; see Call.Reply.
+// reply queues call's reply, compressed if the connection compresses and it
+// pays; see Call.Reply.
 func (c *conn) reply(call *Call, status uint32, payload []byte) {
 	if replySize(payload) > c.srv.cfg.MaxFrame {
 		c.log.Error("reply exceeds MaxFrame; replying StatusInternal",
 			"method", call.Method, "id", call.ID, "bytes", len(payload), "limit", c.srv.cfg.MaxFrame)
 		status, payload = StatusInternal, nil
 	}
-	c.out.appendReply(call.ID, call.Method, status, payload)
+	m := c.srv.metrics
+	var (
+		mm          *methodMetrics
+		encodeStart int64
+	)
+	if m != nil {
+		// Counted before the reply can reach the client, so that a client
+		// that has its reply sees it counted.
+		mm = m.replied(call.Method, status)
+		encodeStart = monotime()
+	}
+	if z := c.srv.comp; c.codec != 0 && len(payload) > z.above {
+		out, flags, scratch := z.compress(c.codec, payload)
+		c.out.appendReply(call.ID, call.Method, status, flags, out)
+		releaseScratch(scratch)
+	} else {
+		c.out.appendReply(call.ID, call.Method, status, 0, payload)
+	}
+	if m != nil {
+		now := monotime()
+		m.encode.Observe(seconds(now - encodeStart))
+		mm.processing.Observe(seconds(now - call.start))
+	}
 }
 
 // writeLoop is the connection's writer goroutine: it writes pending replies,
@@ -201,6 +251,9 @@ func (c *conn) writeLoop() {
 			return
 		}
 		c.active.Store(monotime())
+		if m := c.srv.metrics; m != nil {
+			m.framesPerWrite.Observe(float64(frames))
+		}
 		c.calls.Add(-int64(frames))
 		for range frames {
 			<-c.slots

@@ -13,7 +13,7 @@
 //
 //	u32 length   bytes after this field
 //	u8  kind     1 call, 2 reply, 3 hello, 4 welcome
-//	u8  flags    reserved, must be 0
+//	u8  flags    bit 0: payload compressed; the others must be 0
 //	u16 method
 //	u64 call id
 //	u32 status   replies only; 0 in every other kind
@@ -29,14 +29,24 @@
 // The first frame on a connection is the client's hello, answered by the
 // server's welcome. In both, method, call id and status are 0:
 //
-//	hello:   "CNPY", u16 version (1), [16]byte client id,
-//	         u16 secret length, secret bytes
-//	welcome: u16 version accepted, u32 status
+//	hello:   "CNPY", u16 version (2), [16]byte client id,
+//	         u16 secret length, secret bytes, u16 codecs offered
+//	welcome: u16 version, u32 status, u16 codec chosen (if status is 0)
 //
 // The welcome's status is 0 when the connection may carry calls,
 // StatusUnauthenticated when the secret is wrong and StatusBadVersion when
 // the server does not speak the client's version; after a refusal the server
-// closes the connection without serving any call.
+// closes the connection without serving any call. Version 1, which both
+// sides still speak, has no codecs in either frame; a client refused by a
+// version 1 server dials again in version 1.
+//
+// # Compression and TLS
+//
+// On a connection whose welcome chose a codec (S2 or Zstandard), either side
+// compresses payloads above its CompressAbove threshold (4 KiB by default)
+// when that makes them smaller, and marks them with flag bit 0. A payload
+// that would decompress beyond MaxFrame closes the connection. With TLS
+// configured, the TLS handshake precedes the hello.
 //
 // A frame that cannot be decoded, is longer than MaxFrame or is of a kind
 // the receiver does not expect closes the connection it came on, and only
@@ -61,4 +71,39 @@
 // incoming frames and one writer goroutine writes outgoing ones. Senders
 // append encoded frames to the connection's pending output under a short
 // lock, and the writer sends all that has accumulated in a single write.
+//
+// A Server hands each call to its Handler on the connection's reader
+// goroutine, unless ServerConfig.Queues is set: readers then put calls on a
+// bounded read or write queue, answering StatusBusy when it is full, and a
+// pool of handler goroutines serves them, reads and writes in a set
+// proportion while both queues hold calls.
+//
+// A Client may limit its own call rate with a token bucket
+// (ClientConfig.RateLimit), which every attempt waits on.
+//
+// # Metrics
+//
+// Given a Prometheus registerer, a Server exports:
+//
+//	canopy_rpc_connections                 gauge: connections open
+//	canopy_rpc_calls_in_flight             gauge: calls received, not yet replied to
+//	canopy_rpc_calls_total{method,status}  counter: replies, by status class
+//	canopy_rpc_processing_seconds{method}  histogram: call decoded to reply queued
+//	canopy_rpc_read_bytes_total            counter: bytes received, on the wire
+//	canopy_rpc_written_bytes_total         counter: bytes sent, on the wire
+//	canopy_rpc_frames_per_write            histogram: replies per socket write
+//	canopy_rpc_decode_seconds              histogram: decoding a call frame
+//	canopy_rpc_encode_seconds              histogram: encoding a reply frame
+//
+// and, with queues:
+//
+//	canopy_rpc_busy_refusals_total{class}  counter: calls refused, queue full
+//	canopy_rpc_queue_length{class}         gauge: calls waiting
+//	canopy_rpc_queue_wait_seconds{class}   histogram: time in the queue
+//	canopy_rpc_handlers_busy               gauge: handlers serving a call
+//
+// A Client exports canopy_rpc_client_retries_total,
+// canopy_rpc_client_busy_total and canopy_rpc_client_reconnects_total.
+// Recording a call costs no allocation and no map lookup: per-method series
+// are looked up in a table filled the first time a method is seen.
 package rpc

@@ -33,6 +33,13 @@ const (
 
 var le = binary.LittleEndian
 
+// Frame flags.
+const (
+	// flagCompressed marks a call or reply whose payload is compressed with
+	// the codec the connection's handshake chose.
+	flagCompressed uint8 = 1 << 0
+)
+
 // errMalformed marks frames that cannot be decoded.
 var errMalformed = errors.New("malformed frame")
 
@@ -61,8 +68,8 @@ func decodeFrame(b []byte) (frame, error) {
 	f.id = le.Uint64(b[4:])
 	f.status = le.Uint32(b[12:])
 	b = b[headerSize:]
-	if f.flags != 0 {
-		return f, fmt.Errorf("%w: flags %#x", errMalformed, f.flags)
+	if f.flags&^flagCompressed != 0 || f.flags != 0 && f.kind != kindCall && f.kind != kindReply {
+		return f, fmt.Errorf("%w: flags %#x in a frame of kind %d", errMalformed, f.flags, f.kind)
 	}
 	switch f.kind {
 	case kindCall:
@@ -110,10 +117,10 @@ func callSize(cred *Cred, payload []byte) int {
 func replySize(payload []byte) int { return headerSize + len(payload) }
 
 // appendHeader appends a frame's length field and fixed header.
-func appendHeader(b []byte, size int, kind uint8, method uint16, id uint64, status uint32) []byte {
+func appendHeader(b []byte, size int, kind, flags uint8, method uint16, id uint64, status uint32) []byte {
 	b = slices.Grow(b, lenSize+size)
 	b = le.AppendUint32(b, uint32(size))
-	b = append(b, kind, 0)
+	b = append(b, kind, flags)
 	b = le.AppendUint16(b, method)
 	b = le.AppendUint64(b, id)
 	return le.AppendUint32(b, status)
@@ -121,8 +128,8 @@ func appendHeader(b []byte, size int, kind uint8, method uint16, id uint64, stat
 
 // appendCall appends a call frame to b. The caller has checked that cred has
 // at most MaxGroups groups and that the frame fits the peer's MaxFrame.
-func appendCall(b []byte, id uint64, method uint16, cred *Cred, payload []byte) []byte {
-	b = appendHeader(b, callSize(cred, payload), kindCall, method, id, 0)
+func appendCall(b []byte, id uint64, method uint16, flags uint8, cred *Cred, payload []byte) []byte {
+	b = appendHeader(b, callSize(cred, payload), kindCall, flags, method, id, 0)
 	b = le.AppendUint32(b, cred.UID)
 	b = le.AppendUint32(b, cred.GID)
 	b = le.AppendUint16(b, uint16(len(cred.Groups)))
@@ -133,8 +140,8 @@ func appendCall(b []byte, id uint64, method uint16, cred *Cred, payload []byte) 
 }
 
 // appendReply appends a reply frame to b.
-func appendReply(b []byte, id uint64, method uint16, status uint32, payload []byte) []byte {
-	b = appendHeader(b, replySize(payload), kindReply, method, id, status)
+func appendReply(b []byte, id uint64, method uint16, status uint32, flags uint8, payload []byte) []byte {
+	b = appendHeader(b, replySize(payload), kindReply, flags, method, id, status)
 	return append(b, payload...)
 }
 

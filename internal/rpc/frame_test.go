@@ -23,7 +23,7 @@ func TestCallRoundTrip(t *testing.T) {
 		{UID: 1000, GID: 100, Groups: []uint32{4, 24, 27}},
 		{UID: 1, GID: 1, Groups: make([]uint32, MaxGroups)},
 	} {
-		f, err := decodeFrame(body(t, appendCall(nil, 1<<40, 513, &cred, []byte("payload"))))
+		f, err := decodeFrame(body(t, appendCall(nil, 1<<40, 513, 0, &cred, []byte("payload"))))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -36,7 +36,7 @@ func TestCallRoundTrip(t *testing.T) {
 }
 
 func TestReplyRoundTrip(t *testing.T) {
-	f, err := decodeFrame(body(t, appendReply(nil, 42, 7, StatusBusy, []byte("r"))))
+	f, err := decodeFrame(body(t, appendReply(nil, 42, 7, StatusBusy, 0, []byte("r"))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestHandshakeRoundTrip(t *testing.T) {
 }
 
 func TestDecodeFrameRejects(t *testing.T) {
-	call := body(t, appendCall(nil, 1, 1, &Cred{Groups: []uint32{1, 2}}, nil))
+	call := body(t, appendCall(nil, 1, 1, 0, &Cred{Groups: []uint32{1, 2}}, nil))
 	with := func(b []byte, i int, v byte) []byte {
 		b = slices.Clone(b)
 		b[i] = v
@@ -81,7 +81,8 @@ func TestDecodeFrameRejects(t *testing.T) {
 		"short header":      call[:headerSize-1],
 		"kind 0":            with(call, 0, 0),
 		"kind 5":            with(call, 0, 5),
-		"flags":             with(call, 1, 1),
+		"unknown flag":      with(call, 1, 2),
+		"compressed hello":  with(body(t, appendHello(nil, &hello{version: 2})), 1, flagCompressed),
 		"call with status":  with(call, 12, 1),
 		"call without cred": call[:headerSize+credSize-1],
 		"groups cut short":  call[:len(call)-1],
@@ -98,9 +99,9 @@ func TestDecodeFrameRejects(t *testing.T) {
 func TestFrameReader(t *testing.T) {
 	big := bytes.Repeat([]byte{0xab}, readBufSize+1)
 	var stream []byte
-	stream = appendReply(stream, 1, 1, 0, []byte("small"))
-	stream = appendReply(stream, 2, 1, 0, big)
-	stream = appendReply(stream, 3, 1, 0, nil)
+	stream = appendReply(stream, 1, 1, 0, 0, []byte("small"))
+	stream = appendReply(stream, 2, 1, 0, 0, big)
+	stream = appendReply(stream, 3, 1, 0, 0, nil)
 
 	fr := newFrameReader(bytes.NewReader(stream), DefaultMaxFrame)
 	for i, want := range []struct {
@@ -131,8 +132,8 @@ func TestFrameReader(t *testing.T) {
 		"too large":   {le.AppendUint32(nil, 1025), ErrTooLarge},
 		"too short":   {le.AppendUint32(nil, headerSize-1), errMalformed},
 		"cut length":  {[]byte{1, 0}, io.ErrUnexpectedEOF},
-		"cut body":    {appendReply(nil, 1, 1, 0, []byte("abc"))[:lenSize+headerSize], io.ErrUnexpectedEOF},
-		"cut big one": {appendReply(nil, 1, 1, 0, big)[:lenSize+headerSize+10], io.ErrUnexpectedEOF},
+		"cut body":    {appendReply(nil, 1, 1, 0, 0, []byte("abc"))[:lenSize+headerSize], io.ErrUnexpectedEOF},
+		"cut big one": {appendReply(nil, 1, 1, 0, 0, big)[:lenSize+headerSize+10], io.ErrUnexpectedEOF},
 	} {
 		max := 1024
 		if name == "cut big one" {
@@ -147,9 +148,9 @@ func TestFrameReader(t *testing.T) {
 
 func TestOutboundCoalesces(t *testing.T) {
 	o := newOutbound()
-	o.appendReply(1, 1, 0, []byte("a"))
-	o.appendCall(2, 1, &Cred{UID: 5}, []byte("b"))
-	o.appendReply(3, 1, 0, nil)
+	o.appendReply(1, 1, 0, 0, []byte("a"))
+	o.appendCall(2, 1, 0, &Cred{UID: 5}, []byte("b"))
+	o.appendReply(3, 1, 0, 0, nil)
 	select {
 	case <-o.ready:
 	default:
@@ -173,7 +174,7 @@ func TestOutboundCoalesces(t *testing.T) {
 		t.Fatalf("second take got %d bytes, %d frames", len(buf), frames)
 	}
 	o.close()
-	if o.appendReply(4, 1, 0, nil) {
+	if o.appendReply(4, 1, 0, 0, nil) {
 		t.Fatal("append to a closed outbound succeeded")
 	}
 }

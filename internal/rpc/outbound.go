@@ -28,14 +28,14 @@ func newOutbound() outbound {
 
 // appendReply queues a reply frame. It reports false if the connection is
 // closed and the frame was dropped.
-func (o *outbound) appendReply(id uint64, method uint16, status uint32, payload []byte) bool {
+func (o *outbound) appendReply(id uint64, method uint16, status uint32, flags uint8, payload []byte) bool {
 	o.mu.Lock()
 	if o.closed {
 		o.mu.Unlock()
 		return false
 	}
 	wake := len(o.buf) == 0
-	o.buf = appendReply(o.buf, id, method, status, payload)
+	o.buf = appendReply(o.buf, id, method, status, flags, payload)
 	o.frames++
 	o.mu.Unlock()
 	if wake {
@@ -46,14 +46,14 @@ func (o *outbound) appendReply(id uint64, method uint16, status uint32, payload 
 
 // appendCall queues a call frame. It reports false if the connection is
 // closed and the frame was dropped.
-func (o *outbound) appendCall(id uint64, method uint16, cred *Cred, payload []byte) bool {
+func (o *outbound) appendCall(id uint64, method uint16, flags uint8, cred *Cred, payload []byte) bool {
 	o.mu.Lock()
 	if o.closed {
 		o.mu.Unlock()
 		return false
 	}
 	wake := len(o.buf) == 0
-	o.buf = appendCall(o.buf, id, method, cred, payload)
+	o.buf = appendCall(o.buf, id, method, flags, cred, payload)
 	o.frames++
 	o.mu.Unlock()
 	if wake {

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // ServerConfig configures a Server. The zero value serves without
@@ -35,6 +38,37 @@ type ServerConfig struct {
 	HandshakeTimeout time.Duration
 
 	Logger *slog.Logger // default slog.Default()
+
+	// TLS, if set, makes the server speak TLS: every accepted connection
+	// completes a TLS handshake, within HandshakeTimeout, before the hello.
+	TLS *tls.Config
+
+	// CompressAbove is the payload size, in bytes, above which replies are
+	// compressed on connections that negotiated a codec; a compressed form
+	// is sent only if it is smaller. 0 means DefaultCompressAbove (4 KiB);
+	// negative turns compression off: the server then accepts no codec,
+	// and its clients do not compress either.
+	CompressAbove int
+
+	// Codecs are the codecs the server accepts from a client's offer, a
+	// bitmask; 0 means AllCodecs. Of those offered, the server picks S2
+	// first.
+	Codecs Codec
+
+	// Queues, if set, puts calls in bounded queues served by a pool of
+	// handler goroutines, for handlers that may block. Nil hands every call
+	// to the Handler on its connection's reader goroutine.
+	Queues *QueueConfig
+
+	// Metrics, if set, receives the server's Prometheus metrics, named
+	// canopy_rpc_*. Servers sharing a registerer add up their metrics; to
+	// tell them apart, wrap it with prometheus.WrapRegistererWith.
+	Metrics prometheus.Registerer
+
+	// MethodName names methods in the method label of the metrics; methods
+	// it returns "" for, or all without it, are labelled with their number.
+	// It is called once per method.
+	MethodName func(method uint16) string
 }
 
 func (cfg *ServerConfig) setDefaults() {
@@ -54,13 +88,21 @@ func (cfg *ServerConfig) setDefaults() {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Queues != nil {
+		q := *cfg.Queues // the caller's stays as it is
+		q.setDefaults()
+		cfg.Queues = &q
+	}
 }
 
 // Server accepts connections and hands their calls to a Handler.
 type Server struct {
-	h   Handler
-	cfg ServerConfig
-	log *slog.Logger
+	h       Handler
+	cfg     ServerConfig
+	log     *slog.Logger
+	comp    *compression
+	queues  *dispatcher    // nil without ServerConfig.Queues
+	metrics *serverMetrics // nil without ServerConfig.Metrics
 
 	// shuttingDown makes readers answer new calls with StatusShuttingDown.
 	shuttingDown atomic.Bool
@@ -75,17 +117,24 @@ type Server struct {
 	wg sync.WaitGroup
 }
 
-// NewServer returns a Server that hands calls to h.
+// NewServer returns a Server that hands calls to h. With queues configured,
+// it starts the handler goroutines at once; Close or Shutdown stops them.
 func NewServer(h Handler, cfg ServerConfig) *Server {
 	cfg.setDefaults()
-	return &Server{
+	s := &Server{
 		h:         h,
 		cfg:       cfg,
 		log:       cfg.Logger,
+		comp:      newCompression(cfg.Codecs, cfg.CompressAbove, cfg.MaxFrame),
+		metrics:   newServerMetrics(cfg.Metrics, cfg.Queues != nil, cfg.MethodName, cfg.Logger),
 		done:      make(chan struct{}),
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*conn]struct{}),
 	}
+	if cfg.Queues != nil {
+		s.queues = newDispatcher(h, *cfg.Queues, s.metrics)
+	}
+	return s
 }
 
 // Serve accepts connections on ln until the server is shut down or closed,
@@ -136,6 +185,12 @@ func (s *Server) Serve(ln net.Listener) error {
 
 // start registers a new connection and starts its reader goroutine.
 func (s *Server) start(nc net.Conn) {
+	if m := s.metrics; m != nil {
+		nc = &countingConn{Conn: nc, read: m.readBytes, written: m.writtenBytes}
+	}
+	if s.cfg.TLS != nil {
+		nc = tls.Server(nc, s.cfg.TLS) // the handshake runs on the reader goroutine
+	}
 	c := newConn(s, nc)
 	s.mu.Lock()
 	if s.closed {
@@ -146,6 +201,9 @@ func (s *Server) start(nc net.Conn) {
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
+	if m := s.metrics; m != nil {
+		m.connections.Inc()
+	}
 	go c.readLoop()
 }
 
@@ -154,6 +212,9 @@ func (s *Server) forget(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+	if m := s.metrics; m != nil {
+		m.connections.Dec()
+	}
 }
 
 func (s *Server) isClosed() bool {
@@ -181,8 +242,9 @@ func (s *Server) stopAccepting() error {
 }
 
 // Shutdown stops accepting connections, answers new calls with
-// StatusShuttingDown, waits until every call in flight has been replied to
-// and its reply written, and closes the connections. If ctx ends first, it
+// StatusShuttingDown, waits until every call in flight (queued ones
+// included) has been replied to and its reply written, closes the
+// connections and stops the handler goroutines. If ctx ends first, it
 // closes everything at once, as Close does, and returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.shuttingDown.Store(true)
@@ -204,6 +266,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		t.Reset(interval)
 	}
 	s.wg.Wait()
+	s.stopHandlers()
 	return err
 }
 
@@ -225,7 +288,8 @@ func (s *Server) closeIdle() bool {
 
 // Close stops accepting, closes every connection at once and waits for
 // their goroutines to exit. Replies to calls still in a handler's hands are
-// dropped.
+// dropped. With queues, it also stops the handler goroutines, waiting for
+// those in the Handler to return, and drops the calls still queued.
 func (s *Server) Close() error {
 	err := s.stopAccepting()
 	s.mu.Lock()
@@ -234,5 +298,14 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.stopHandlers()
 	return err
+}
+
+// stopHandlers stops the handler goroutines, once no reader is left to
+// queue calls.
+func (s *Server) stopHandlers() {
+	if s.queues != nil {
+		s.queues.close()
+	}
 }

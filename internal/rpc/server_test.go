@@ -30,7 +30,7 @@ func rawHandshake(t *testing.T, nc net.Conn, h hello) welcome {
 	if _, err := nc.Write(appendHello(nil, &h)); err != nil {
 		t.Fatal(err)
 	}
-	fr := newFrameReader(nc, headerSize+welcomeSize)
+	fr := newFrameReader(nc, maxWelcomeFrame)
 	body, _, err := fr.next()
 	if err != nil {
 		t.Fatalf("read welcome: %v", err)
@@ -72,7 +72,7 @@ func TestWrongSecretRefused(t *testing.T) {
 	if w.status != StatusUnauthenticated || w.version != protocolVersion {
 		t.Fatalf("welcome %+v, want StatusUnauthenticated", w)
 	}
-	nc.Write(appendCall(nil, 1, 1, &Cred{}, nil)) // may fail: the server is closing
+	nc.Write(appendCall(nil, 1, 1, 0, &Cred{}, nil)) // may fail: the server is closing
 	expectClosed(t, nc)
 
 	cl := dial(t, srv.addr, ClientConfig{Secret: "right"})
@@ -89,9 +89,9 @@ func TestBadVersionRefused(t *testing.T) {
 	srv := startServer(t, echo, ServerConfig{})
 	nc := rawConn(t, srv.addr)
 	// A hello of a future version may carry anything after its version.
-	b := appendHeader(nil, headerSize+6+3, kindHello, 0, 0, 0)
+	b := appendHeader(nil, headerSize+6+3, kindHello, 0, 0, 0, 0)
 	b = append(b, helloMagic...)
-	b = le.AppendUint16(b, 2)
+	b = le.AppendUint16(b, protocolVersion+1)
 	b = append(b, "new"...)
 	if _, err := nc.Write(b); err != nil {
 		t.Fatal(err)
@@ -103,7 +103,7 @@ func TestBadVersionRefused(t *testing.T) {
 	}
 	w, err := decodeWelcome(body)
 	if err != nil || w.status != StatusBadVersion || w.version != protocolVersion {
-		t.Fatalf("welcome %+v, %v; want StatusBadVersion offering version 1", w, err)
+		t.Fatalf("welcome %+v, %v; want StatusBadVersion offering version %d", w, err, protocolVersion)
 	}
 	expectClosed(t, nc)
 }
@@ -116,11 +116,11 @@ func TestBadInputClosesOnlyThatConnection(t *testing.T) {
 	good := dial(t, srv.addr, ClientConfig{MaxFrame: 4096})
 
 	frame := func(kind, flags uint8, rest ...byte) []byte {
-		b := appendHeader(nil, headerSize+len(rest), kind, 0, 0, 0)
+		b := appendHeader(nil, headerSize+len(rest), kind, 0, 0, 0, 0)
 		b[lenSize+1] = flags
 		return append(b, rest...)
 	}
-	call := appendCall(nil, 1, 1, &Cred{}, []byte("x"))
+	call := appendCall(nil, 1, 1, 0, &Cred{}, []byte("x"))
 	for _, tc := range []struct {
 		name      string
 		handshake bool
@@ -135,7 +135,8 @@ func TestBadInputClosesOnlyThatConnection(t *testing.T) {
 		{"bad kind", true, frame(9, 0)},
 		{"reply from client", true, frame(kindReply, 0)},
 		{"second hello", true, appendHello(nil, &hello{version: protocolVersion})},
-		{"flags set", true, frame(kindCall, 1, make([]byte, credSize)...)},
+		{"compressed without a codec", true, frame(kindCall, flagCompressed, make([]byte, credSize)...)},
+		{"unknown flag", true, frame(kindCall, 2, make([]byte, credSize)...)},
 		{"call without cred", true, frame(kindCall, 0, 1, 2, 3)},
 		{"too many groups", true, frame(kindCall, 0, 0, 0, 0, 0, 0, 0, 0, 0, MaxGroups+1, 0)},
 		{"groups cut short", true, frame(kindCall, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 1, 0, 0, 0)},
@@ -162,8 +163,8 @@ func TestBadInputClosesOnlyThatConnection(t *testing.T) {
 			}
 		})
 	}
-	if n := served.Load(); n != 14 {
-		t.Fatalf("server served %d calls, want only the good client's 14", n)
+	if n := served.Load(); n != 15 {
+		t.Fatalf("server served %d calls, want only the good client's 15", n)
 	}
 	waitFor(t, "bad connections to go", func() bool { return srv.numConns() == 1 })
 }

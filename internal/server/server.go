@@ -2,17 +2,20 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	pb "github.com/canopyfs/canopy/api/metapb"
 	"github.com/canopyfs/canopy/internal/engine"
 	"github.com/canopyfs/canopy/internal/rpc"
 	"github.com/canopyfs/canopy/internal/vfs"
@@ -33,6 +36,7 @@ type Config struct {
 	Logger          *slog.Logger          // default slog.Default()
 	Clock           func() int64          // nanoseconds since the epoch; default time.Now
 	Metrics         prometheus.Registerer // where to register the server's metrics; nil = nowhere
+	TLS             *tls.Config           // serve TLS; nil = plain TCP
 }
 
 func (c *Config) setDefaults() {
@@ -127,7 +131,10 @@ func Open(cfg Config) (*Server, error) {
 	s.metrics = newMetrics(s, cfg.Metrics)
 	s.stats.inodes.Store(int64(s.eng.Len()))
 	s.stats.lsn.Store(s.nextLSN - 1)
-	s.rpc = rpc.NewServer(rpc.HandlerFunc(s.serveCall), rpc.ServerConfig{Secret: cfg.Secret, Logger: cfg.Logger})
+	s.rpc = rpc.NewServer(rpc.HandlerFunc(s.serveCall), rpc.ServerConfig{
+		Secret: cfg.Secret, TLS: cfg.TLS, Logger: cfg.Logger, Metrics: cfg.Metrics,
+		MethodName: func(m uint16) string { return strings.ToLower(pb.Method(m).String()) },
+	})
 	s.loops.Add(3)
 	go s.applyLoop()
 	go s.commitLoop()
