@@ -23,7 +23,7 @@ func (e *Engine) Check() error {
 		queue = queue[1:]
 		subdirs := uint32(0)
 		for name, ino := range d.children {
-			if err := checkName(name); err != nil || isDot(name) {
+			if checkSyntax(name) != nil || checkLen(name) != nil || isDot(name) {
 				return fmt.Errorf("dir %d: bad entry name %q", d.attr.Ino, name)
 			}
 			child, ok := e.nodes[ino]

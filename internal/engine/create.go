@@ -2,25 +2,34 @@ package engine
 
 import "syscall"
 
-// MaxLinks is the most hard links a node may have (EMLINK beyond).
+// MaxLinks is the most hard links a non-directory may have (EMLINK
+// beyond). Directories have no limit on subdirectories, as on ext4 with
+// dir_nlink and on tmpfs.
 const MaxLinks = 65000
 
 // prepareEntry checks that c may add an entry name to directory parent and
 // returns the directory. The checks run in Linux's order: the directory
-// exists and is one, the name is valid, c may search it, the name is free
-// (EEXIST, also for "." and ".."), c may write it.
+// exists and is one, the name can be carried at all, c may search the
+// directory, "." and ".." exist (EEXIST), the lookup (ENAMETOOLONG, or
+// EEXIST if the name is taken), c may write the directory.
 func (e *Engine) prepareEntry(c Cred, parent Ino, name string) (*node, error) {
 	d, err := e.dir(parent)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkName(name); err != nil {
+	if err := checkSyntax(name); err != nil {
 		return nil, err
 	}
 	if err := access(c, d, mayExec); err != nil {
 		return nil, err
 	}
-	if _, taken := d.children[name]; taken || isDot(name) {
+	if isDot(name) {
+		return nil, syscall.EEXIST
+	}
+	if err := checkLen(name); err != nil {
+		return nil, err
+	}
+	if _, taken := d.children[name]; taken {
 		return nil, syscall.EEXIST
 	}
 	if err := access(c, d, mayWrite); err != nil {
@@ -58,10 +67,9 @@ func (e *Engine) Mkdir(c Cred, parent Ino, name string, mode uint32, now int64) 
 	if err != nil {
 		return Attr{}, err
 	}
-	if d.attr.Nlink >= MaxLinks {
-		return Attr{}, syscall.EMLINK
-	}
-	n := e.newNode(c, d, S_IFDIR|mode&0o7777, now)
+	// mkdir keeps only the permission and sticky bits of mode; set-group-id
+	// comes from the parent alone.
+	n := e.newNode(c, d, S_IFDIR|mode&(0o777|S_ISVTX), now)
 	n.attr.Nlink = 2
 	n.attr.Size = dirSize
 	n.parent = d.attr.Ino
@@ -72,24 +80,27 @@ func (e *Engine) Mkdir(c Cred, parent Ino, name string, mode uint32, now int64) 
 }
 
 // Mknod creates a regular file, fifo, socket or device node name in parent.
-// A mode without type bits makes a regular file. Devices need root (EPERM);
-// directories and symlinks have their own calls (EINVAL here).
+// A mode without type bits makes a regular file. As Linux's may_mknod, a
+// directory type is refused with EPERM and any other unknown type with
+// EINVAL before anything else; devices need root (EPERM), checked after
+// the new entry's own checks.
 func (e *Engine) Mknod(c Cred, parent Ino, name string, mode, rdev uint32, now int64) (Attr, error) {
 	typ := mode & S_IFMT
 	switch typ {
 	case 0:
 		mode |= S_IFREG
-	case S_IFREG, S_IFIFO, S_IFSOCK:
-	case S_IFCHR, S_IFBLK:
-		if !c.IsRoot() {
-			return Attr{}, syscall.EPERM
-		}
+	case S_IFREG, S_IFIFO, S_IFSOCK, S_IFCHR, S_IFBLK:
+	case S_IFDIR:
+		return Attr{}, syscall.EPERM
 	default:
 		return Attr{}, syscall.EINVAL
 	}
 	d, err := e.prepareEntry(c, parent, name)
 	if err != nil {
 		return Attr{}, err
+	}
+	if (typ == S_IFCHR || typ == S_IFBLK) && !c.IsRoot() {
+		return Attr{}, syscall.EPERM
 	}
 	n := e.newNode(c, d, mode, now)
 	if typ == S_IFCHR || typ == S_IFBLK {
@@ -104,7 +115,7 @@ func (e *Engine) Symlink(c Cred, parent Ino, name, target string, now int64) (At
 	switch {
 	case target == "":
 		return Attr{}, syscall.ENOENT
-	case len(target) > MaxPathLen:
+	case len(target) >= MaxPathLen: // the limit counts the terminating NUL
 		return Attr{}, syscall.ENAMETOOLONG
 	}
 	for i := 0; i < len(target); i++ {
@@ -124,18 +135,19 @@ func (e *Engine) Symlink(c Cred, parent Ino, name, target string, now int64) (At
 }
 
 // Link adds entry newName in newParent for the existing node ino, which
-// must not be a directory (EPERM).
+// must not be a directory (EPERM, checked after the new entry's own checks
+// as in Linux's vfs_link).
 func (e *Engine) Link(c Cred, ino Ino, newParent Ino, newName string, now int64) (Attr, error) {
 	n, err := e.get(ino)
 	if err != nil {
 		return Attr{}, err
 	}
-	if n.isDir() {
-		return Attr{}, syscall.EPERM
-	}
 	d, err := e.prepareEntry(c, newParent, newName)
 	if err != nil {
 		return Attr{}, err
+	}
+	if n.isDir() {
+		return Attr{}, syscall.EPERM
 	}
 	if n.attr.Nlink >= MaxLinks {
 		return Attr{}, syscall.EMLINK

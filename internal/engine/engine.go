@@ -16,10 +16,10 @@ const (
 // node is one inode of the namespace.
 type node struct {
 	attr     Attr
-	parent   Ino              // directories only: the directory that holds it (root: itself)
-	children map[string]Ino   // directories only
-	sorted   []string         // directories only: children's names in order; nil when stale
-	target   string           // symlinks only
+	parent   Ino               // directories only: the directory that holds it (root: itself)
+	children map[string]Ino    // directories only
+	sorted   []string          // directories only: children's names in order; nil when stale
+	target   string            // symlinks only
 	xattrs   map[string][]byte // nil when there are none
 }
 

@@ -5,29 +5,41 @@ import (
 	"syscall"
 )
 
-// checkName validates one path component that is about to name a new or
-// existing entry: not empty (ENOENT), at most MaxNameLen bytes
-// (ENAMETOOLONG), and without '/' or NUL (EINVAL). "." and ".." pass; each
-// operation decides what they mean for it.
-func checkName(name string) error {
+// checkSyntax rejects a name that no Linux call could carry, before
+// anything else is checked: the empty name (ENOENT, as the empty path), and
+// names with '/' or NUL (EINVAL; ENAMETOOLONG if also too long). "." and
+// ".." pass; each operation decides what they mean for it.
+func checkSyntax(name string) error {
 	switch {
 	case name == "":
 		return syscall.ENOENT
-	case len(name) > MaxNameLen:
-		return syscall.ENAMETOOLONG
 	case strings.IndexByte(name, '/') >= 0 || strings.IndexByte(name, 0) >= 0:
+		if len(name) > MaxNameLen {
+			return syscall.ENAMETOOLONG
+		}
 		return syscall.EINVAL
+	}
+	return nil
+}
+
+// checkLen rejects a name longer than MaxNameLen (ENAMETOOLONG). As on
+// Linux, this is found only when the lookup reaches the name: after the
+// search permission on its directory and after "." and "..".
+func checkLen(name string) error {
+	if len(name) > MaxNameLen {
+		return syscall.ENAMETOOLONG
 	}
 	return nil
 }
 
 func isDot(name string) bool { return name == "." || name == ".." }
 
-// checkPath validates a whole path: absolute (EINVAL), at most MaxPathLen
-// bytes (ENAMETOOLONG), no NUL (EINVAL), no component longer than
-// MaxNameLen (ENAMETOOLONG).
+// checkPath validates a whole path: shorter than MaxPathLen bytes, which
+// counts the terminating NUL as Linux does (ENAMETOOLONG), not empty
+// (ENOENT), absolute and without NUL (EINVAL). Components are checked as
+// the walk reaches them.
 func checkPath(path string) error {
-	if len(path) > MaxPathLen {
+	if len(path) >= MaxPathLen {
 		return syscall.ENAMETOOLONG
 	}
 	if path == "" {
@@ -35,11 +47,6 @@ func checkPath(path string) error {
 	}
 	if path[0] != '/' || strings.IndexByte(path, 0) >= 0 {
 		return syscall.EINVAL
-	}
-	for comp := range strings.SplitSeq(path, "/") {
-		if len(comp) > MaxNameLen {
-			return syscall.ENAMETOOLONG
-		}
 	}
 	return nil
 }
@@ -55,6 +62,9 @@ func (e *Engine) lookupIn(c Cred, d *node, name string) (*node, error) {
 		return d, nil
 	case "..":
 		return e.get(d.parent)
+	}
+	if err := checkLen(name); err != nil {
+		return nil, err
 	}
 	ino, ok := d.children[name]
 	if !ok {

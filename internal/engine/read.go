@@ -15,7 +15,7 @@ func (e *Engine) Lookup(c Cred, parent Ino, name string) (Attr, error) {
 	if err != nil {
 		return Attr{}, err
 	}
-	if err := checkName(name); err != nil {
+	if err := checkSyntax(name); err != nil {
 		return Attr{}, err
 	}
 	n, err := e.lookupIn(c, d, name)

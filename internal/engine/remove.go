@@ -3,15 +3,24 @@ package engine
 import "syscall"
 
 // prepareRemove finds the entry name in directory parent for removal and
-// checks that c may remove it.
-func (e *Engine) prepareRemove(c Cred, parent Ino, name string) (d, victim *node, err error) {
+// checks that c may remove it, in the order of Linux's do_unlinkat and
+// do_rmdir: the directory, the name's syntax, search permission, "." and
+// ".." (whose error dotErr gives), the lookup (ENAMETOOLONG, ENOENT), then
+// may_delete.
+func (e *Engine) prepareRemove(c Cred, parent Ino, name string, dotErr func(string) error) (d, victim *node, err error) {
 	if d, err = e.dir(parent); err != nil {
 		return nil, nil, err
 	}
-	if err = checkName(name); err != nil {
+	if err = checkSyntax(name); err != nil {
 		return nil, nil, err
 	}
 	if err = access(c, d, mayExec); err != nil {
+		return nil, nil, err
+	}
+	if isDot(name) {
+		return nil, nil, dotErr(name)
+	}
+	if err = checkLen(name); err != nil {
 		return nil, nil, err
 	}
 	ino, ok := d.children[name]
@@ -28,13 +37,7 @@ func (e *Engine) prepareRemove(c Cred, parent Ino, name string) (d, victim *node
 // Unlink removes the entry name, which must not be a directory (EISDIR),
 // from parent. The node goes when its last link does.
 func (e *Engine) Unlink(c Cred, parent Ino, name string, now int64) error {
-	if isDot(name) {
-		if _, err := e.dir(parent); err != nil {
-			return err
-		}
-		return syscall.EISDIR
-	}
-	d, victim, err := e.prepareRemove(c, parent, name)
+	d, victim, err := e.prepareRemove(c, parent, name, func(string) error { return syscall.EISDIR })
 	if err != nil {
 		return err
 	}
@@ -46,21 +49,15 @@ func (e *Engine) Unlink(c Cred, parent Ino, name string, now int64) error {
 	return nil
 }
 
-// Rmdir removes the empty directory name from parent.
+// Rmdir removes the empty directory name from parent. Removing "." is
+// EINVAL and ".." ENOTEMPTY, as on Linux.
 func (e *Engine) Rmdir(c Cred, parent Ino, name string, now int64) error {
-	switch name {
-	case ".":
-		if _, err := e.dir(parent); err != nil {
-			return err
-		}
-		return syscall.EINVAL
-	case "..":
-		if _, err := e.dir(parent); err != nil {
-			return err
+	d, victim, err := e.prepareRemove(c, parent, name, func(name string) error {
+		if name == "." {
+			return syscall.EINVAL
 		}
 		return syscall.ENOTEMPTY
-	}
-	d, victim, err := e.prepareRemove(c, parent, name)
+	})
 	if err != nil {
 		return err
 	}

@@ -20,26 +20,32 @@ func (e *Engine) Rename(c Cred, parent Ino, name string, newParent Ino, newName 
 	if err != nil {
 		return err
 	}
-	nd, err := e.dir(newParent)
-	if err != nil {
+	if err := access(c, od, mayExec); err != nil {
 		return err
 	}
-	if err := access(c, od, mayExec); err != nil {
+	nd, err := e.dir(newParent)
+	if err != nil {
 		return err
 	}
 	if err := access(c, nd, mayExec); err != nil {
 		return err
 	}
-	if isDot(name) || isDot(newName) {
-		if flags&RenameNoReplace != 0 && isDot(newName) {
+	if isDot(name) {
+		return syscall.EBUSY
+	}
+	if isDot(newName) {
+		if flags&RenameNoReplace != 0 {
 			return syscall.EEXIST
 		}
 		return syscall.EBUSY
 	}
-	if err := checkName(name); err != nil {
+	if err := checkSyntax(name); err != nil {
 		return err
 	}
-	if err := checkName(newName); err != nil {
+	if err := checkSyntax(newName); err != nil {
+		return err
+	}
+	if err := checkLen(name); err != nil {
 		return err
 	}
 	oino, ok := od.children[name]
@@ -47,6 +53,9 @@ func (e *Engine) Rename(c Cred, parent Ino, name string, newParent Ino, newName 
 		return syscall.ENOENT
 	}
 	src := e.nodes[oino]
+	if err := checkLen(newName); err != nil {
+		return err
+	}
 	nino, exists := nd.children[newName]
 	var dst *node
 	if exists {

@@ -20,6 +20,7 @@ func (e *Engine) SetAttr(c Cred, ino Ino, s SetAttr, now int64) (Attr, error) {
 		return n.attr, nil
 	}
 	a := &n.attr
+	oldGID := a.GID
 	if s.Valid&(SetUID|SetGID) != 0 {
 		if s.Valid&SetUID != 0 {
 			a.UID = s.UID
@@ -28,11 +29,11 @@ func (e *Engine) SetAttr(c Cred, ino Ino, s SetAttr, now int64) (Attr, error) {
 			a.GID = s.GID
 		}
 		if !n.isDir() {
-			killSetID(a)
+			killSetID(c, a, oldGID)
 		}
 	}
 	if s.Valid&SetMode != 0 {
-		mode := s.Mode & 0o7777
+		mode := s.Mode & 0o7777 // the type bits of s.Mode are ignored
 		if !c.IsRoot() && !c.InGroup(a.GID) {
 			mode &^= S_ISGID
 		}
@@ -43,7 +44,7 @@ func (e *Engine) SetAttr(c Cred, ino Ino, s SetAttr, now int64) (Attr, error) {
 		a.Size = s.Size
 		a.Mtime = now
 		if !c.IsRoot() {
-			killSetID(a)
+			killSetID(c, a, a.GID)
 		}
 	}
 	switch {
@@ -65,17 +66,23 @@ func (e *Engine) SetAttr(c Cred, ino Ino, s SetAttr, now int64) (Attr, error) {
 // checkSetAttr is SetAttr's permission and type check.
 func checkSetAttr(c Cred, n *node, s SetAttr) error {
 	owner := isOwner(c, n)
-	if s.Valid&SetMode != 0 && !owner {
-		return syscall.EPERM
-	}
-	if s.Valid&SetUID != 0 && s.UID != n.attr.UID && !c.IsRoot() {
-		return syscall.EPERM
-	}
-	if s.Valid&SetGID != 0 && s.GID != n.attr.GID && !c.IsRoot() {
-		uidKept := s.Valid&SetUID == 0 || s.UID == n.attr.UID
-		if !owner || !uidKept || !c.InGroup(s.GID) {
+	if s.Valid&SetMode != 0 {
+		if n.attr.Mode&S_IFMT == S_IFLNK {
+			return syscall.EOPNOTSUPP // symlinks have no mode of their own
+		}
+		if !owner {
 			return syscall.EPERM
 		}
+	}
+	// chown_ok and chgrp_ok: only root gives a node away; the owner may
+	// "change" the owner to itself, and the group to one of its groups or
+	// to the group it already has.
+	if s.Valid&SetUID != 0 && !c.IsRoot() && (c.UID != n.attr.UID || s.UID != n.attr.UID) {
+		return syscall.EPERM
+	}
+	if s.Valid&SetGID != 0 && !c.IsRoot() &&
+		(c.UID != n.attr.UID || !c.InGroup(s.GID) && s.GID != n.attr.GID) {
+		return syscall.EPERM
 	}
 	if s.Valid&SetSize != 0 {
 		switch n.attr.Mode & S_IFMT {
@@ -89,12 +96,13 @@ func checkSetAttr(c Cred, n *node, s SetAttr) error {
 			return err
 		}
 	}
-	explicitTimes := s.Valid&SetAtime != 0 && s.Valid&SetAtimeNow == 0 ||
-		s.Valid&SetMtime != 0 && s.Valid&SetMtimeNow == 0
-	if explicitTimes && !owner {
-		return syscall.EPERM
-	}
-	if s.Valid&(SetAtimeNow|SetMtimeNow) != 0 && !owner {
+	// Setting both times to now needs only write permission (utimes with
+	// no times); any other change of times needs ownership.
+	times := s.Valid & (SetAtime | SetMtime | SetAtimeNow | SetMtimeNow)
+	if times != 0 && !owner {
+		if times&^(SetAtime|SetMtime) != SetAtimeNow|SetMtimeNow {
+			return syscall.EPERM
+		}
 		if err := access(c, n, mayWrite); err != nil {
 			return err
 		}
@@ -102,11 +110,12 @@ func checkSetAttr(c Cred, n *node, s SetAttr) error {
 	return nil
 }
 
-// killSetID clears set-user-id, and set-group-id where it means "run with
-// the group" (group execute set), as Linux does on chown and truncate.
-func killSetID(a *Attr) {
+// killSetID clears set-user-id and, as Linux 6.2 and later do on chown
+// and truncate, set-group-id when it means "run with the group" (group
+// execute set) or when c is neither root nor in the file's group gid.
+func killSetID(c Cred, a *Attr, gid uint32) {
 	a.Mode &^= S_ISUID
-	if a.Mode&0o010 != 0 {
+	if a.Mode&0o010 != 0 || !c.IsRoot() && !c.InGroup(gid) {
 		a.Mode &^= S_ISGID
 	}
 }

@@ -13,15 +13,33 @@ const (
 	nsSecurity = "security."
 )
 
-// checkXattrName validates an attribute name: not empty and at most
-// MaxXattrName bytes (ERANGE), in the user, trusted or security namespace
-// (EOPNOTSUPP; system.* holds ACLs, which are not supported).
+// The checks below run in the order of Linux's setxattr, getxattr and
+// removexattr: the node, the flags (EINVAL), the name's length (ERANGE)
+// and the value's size (E2BIG) as the call is read; then xattr_permission
+// (security.* and system.* are not subject to the mode bits, but writing
+// security.* needs root; trusted.* needs root; user.* exists only on
+// regular files and directories; everything else follows the mode bits);
+// then the namespace itself (EOPNOTSUPP for an unknown one, EINVAL for a
+// bare prefix).
+
+// checkXattrName validates the length of an attribute name: 1 to
+// MaxXattrName bytes (ERANGE).
 func checkXattrName(name string) error {
 	if name == "" || len(name) > MaxXattrName {
 		return syscall.ERANGE
 	}
+	return nil
+}
+
+// checkNamespace validates an attribute's namespace: user, trusted or
+// security (EOPNOTSUPP otherwise; system.* holds ACLs, which are not
+// supported) with a non-empty name after the prefix (EINVAL).
+func checkNamespace(name string) error {
 	for _, ns := range []string{nsUser, nsTrusted, nsSecurity} {
-		if strings.HasPrefix(name, ns) && len(name) > len(ns) {
+		if strings.HasPrefix(name, ns) {
+			if len(name) == len(ns) {
+				return syscall.EINVAL
+			}
 			return nil
 		}
 	}
@@ -29,9 +47,17 @@ func checkXattrName(name string) error {
 }
 
 // xattrAccess checks that c may read (want = mayRead) or change (mayWrite)
-// attribute name of n.
+// attribute name of n, as Linux's xattr_permission followed, for writes,
+// by the capability check on security.*.
 func xattrAccess(c Cred, n *node, name string, want uint32) error {
 	switch {
+	case strings.HasPrefix(name, nsSecurity) || strings.HasPrefix(name, "system."):
+		// No restriction from the mode bits: these belong to security
+		// modules and ACLs. Writing security.* needs root.
+		if want == mayWrite && strings.HasPrefix(name, nsSecurity) && !c.IsRoot() {
+			return syscall.EPERM
+		}
+		return nil
 	case strings.HasPrefix(name, nsTrusted):
 		if !c.IsRoot() {
 			if want == mayRead {
@@ -39,11 +65,8 @@ func xattrAccess(c Cred, n *node, name string, want uint32) error {
 			}
 			return syscall.EPERM
 		}
-	case strings.HasPrefix(name, nsSecurity):
-		if want == mayWrite && !isOwner(c, n) {
-			return syscall.EPERM
-		}
-	default: // user.*
+		return nil
+	case strings.HasPrefix(name, nsUser):
 		typ := n.attr.Mode & S_IFMT
 		if typ != S_IFREG && typ != S_IFDIR {
 			if want == mayRead {
@@ -51,15 +74,16 @@ func xattrAccess(c Cred, n *node, name string, want uint32) error {
 			}
 			return syscall.EPERM
 		}
-		if n.attr.Mode&S_ISVTX != 0 && typ == S_IFDIR && want == mayWrite && !isOwner(c, n) {
+		if typ == S_IFDIR && n.attr.Mode&S_ISVTX != 0 && want == mayWrite && !isOwner(c, n) {
 			return syscall.EPERM
 		}
-		return access(c, n, want)
 	}
-	return nil
+	return access(c, n, want)
 }
 
 // GetXattr returns the value of attribute name of ino (ENODATA if unset).
+// The engine never changes a stored value in place, so the caller may keep
+// the slice (but must not modify it).
 func (e *Engine) GetXattr(c Cred, ino Ino, name string) ([]byte, error) {
 	n, err := e.get(ino)
 	if err != nil {
@@ -71,6 +95,9 @@ func (e *Engine) GetXattr(c Cred, ino Ino, name string) ([]byte, error) {
 	if err := xattrAccess(c, n, name, mayRead); err != nil {
 		return nil, err
 	}
+	if err := checkNamespace(name); err != nil {
+		return nil, err
+	}
 	v, ok := n.xattrs[name]
 	if !ok {
 		return nil, syscall.ENODATA
@@ -80,13 +107,14 @@ func (e *Engine) GetXattr(c Cred, ino Ino, name string) ([]byte, error) {
 
 // SetXattr sets attribute name of ino to a copy of value. flags may ask
 // that it be new (XattrCreate: EEXIST otherwise) or already set
-// (XattrReplace: ENODATA otherwise).
+// (XattrReplace: ENODATA otherwise); both together always fail with one
+// of the two.
 func (e *Engine) SetXattr(c Cred, ino Ino, name string, value []byte, flags uint32, now int64) error {
 	n, err := e.get(ino)
 	if err != nil {
 		return err
 	}
-	if flags&^(XattrCreate|XattrReplace) != 0 || flags == XattrCreate|XattrReplace {
+	if flags&^(XattrCreate|XattrReplace) != 0 {
 		return syscall.EINVAL
 	}
 	if err := checkXattrName(name); err != nil {
@@ -96,6 +124,9 @@ func (e *Engine) SetXattr(c Cred, ino Ino, name string, value []byte, flags uint
 		return syscall.E2BIG
 	}
 	if err := xattrAccess(c, n, name, mayWrite); err != nil {
+		return err
+	}
+	if err := checkNamespace(name); err != nil {
 		return err
 	}
 	_, exists := n.xattrs[name]
@@ -114,6 +145,7 @@ func (e *Engine) SetXattr(c Cred, ino Ino, name string, value []byte, flags uint
 }
 
 // ListXattr returns the names of ino's attributes that c may see, sorted.
+// Listing needs no permission; trusted.* is hidden from all but root.
 func (e *Engine) ListXattr(c Cred, ino Ino) ([]string, error) {
 	n, err := e.get(ino)
 	if err != nil {
@@ -140,6 +172,9 @@ func (e *Engine) RemoveXattr(c Cred, ino Ino, name string, now int64) error {
 		return err
 	}
 	if err := xattrAccess(c, n, name, mayWrite); err != nil {
+		return err
+	}
+	if err := checkNamespace(name); err != nil {
 		return err
 	}
 	if _, ok := n.xattrs[name]; !ok {

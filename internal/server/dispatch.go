@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"strings"
 	"syscall"
 
 	"google.golang.org/protobuf/proto"
@@ -118,6 +119,9 @@ func dispatch(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Message, n
 		}
 		if m == pb.Method_UNLINK {
 			return nil, e.Unlink(c, parent, name, now)
+		}
+		if r.Path != "" && strings.Trim(r.Path, "/") == "" {
+			return nil, syscall.EBUSY // the root has no entry to remove
 		}
 		return nil, e.Rmdir(c, parent, name, now)
 	case pb.Method_RENAME:
