@@ -9,6 +9,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"os"
 	"syscall"
@@ -51,6 +52,9 @@ type Options struct {
 	Cred        *Cred         // identity to act as; nil = the process's own
 	CallTimeout time.Duration // per attempt; 0 = the transport's default
 	OpTimeout   time.Duration // across retries; 0 = the transport's default
+	TLS         *tls.Config   // connect with TLS; nil = plain TCP
+	RateLimit   float64       // calls per second this client may send; 0 = no limit
+	RateBurst   int           // calls that may go at once above RateLimit; 0 = a tenth of it
 }
 
 // Client is a connection to Canopy.
@@ -64,6 +68,7 @@ type Client struct {
 func Dial(addr string, opts Options) (*Client, error) {
 	rc, err := rpc.Dial(addr, rpc.ClientConfig{
 		Secret: opts.Secret, CallTimeout: opts.CallTimeout, OpTimeout: opts.OpTimeout,
+		TLS: opts.TLS, RateLimit: opts.RateLimit, RateBurst: opts.RateBurst,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)

@@ -33,6 +33,9 @@ type globals struct {
 	addr    string
 	secret  string
 	timeout time.Duration
+	tlsCA   string
+	tlsSkip bool
+	rate    float64
 	out     io.Writer
 }
 
@@ -50,6 +53,9 @@ func newRoot(out, errOut io.Writer) *cobra.Command {
 	pf.StringVar(&g.addr, "addr", envOr("CANOPY_ADDR", DefaultAddr), "address of the Canopy server (env CANOPY_ADDR)")
 	pf.StringVar(&g.secret, "secret", os.Getenv("CANOPY_SECRET"), "shared secret of the server (env CANOPY_SECRET)")
 	pf.DurationVar(&g.timeout, "timeout", 30*time.Second, "give up on an operation after this long")
+	pf.StringVar(&g.tlsCA, "tls-ca", "", "connect with TLS, trusting the certificates in this PEM file")
+	pf.BoolVar(&g.tlsSkip, "tls-insecure", false, "connect with TLS without verifying the server's certificate")
+	pf.Float64Var(&g.rate, "rate-limit", 0, "send at most this many calls per second (0 = no limit)")
 	root.AddCommand(
 		newUpCmd(g), newMetaCmd(g),
 		newMkdirCmd(g), newTouchCmd(g), newLsCmd(g), newStatCmd(g), newMvCmd(g), newRmCmd(g),
@@ -66,9 +72,22 @@ func envOr(name, def string) string {
 	return def
 }
 
+// clientOptions are the connection options the flags ask for.
+func (g *globals) clientOptions() (client.Options, error) {
+	tlsCfg, err := clientTLS(g.tlsCA, g.tlsSkip)
+	if err != nil {
+		return client.Options{}, err
+	}
+	return client.Options{Secret: g.secret, TLS: tlsCfg, RateLimit: g.rate}, nil
+}
+
 // dial connects to the server the flags name.
 func (g *globals) dial() (*client.Client, error) {
-	return client.Dial(g.addr, client.Options{Secret: g.secret})
+	opts, err := g.clientOptions()
+	if err != nil {
+		return nil, err
+	}
+	return client.Dial(g.addr, opts)
 }
 
 // run dials, runs fn with a context bounded by --timeout, and closes.

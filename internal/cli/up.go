@@ -20,7 +20,7 @@ import (
 )
 
 func newUpCmd(g *globals) *cobra.Command {
-	var dir, listen, metricsListen string
+	var dir, listen, metricsListen, tlsCert, tlsKey string
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run a complete single-node Canopy in the foreground",
@@ -30,17 +30,23 @@ address once it serves, and stops cleanly on SIGINT or SIGTERM.`,
 		Example: "  canopy up --dir /tmp/canopy\n  canopy up --dir /tmp/canopy --listen 127.0.0.1:0",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return serve(cmd, server.Config{Dir: filepath.Join(dir, "meta"), Secret: g.secret}, listen, metricsListen, "ready at")
+			tlsCfg, err := serverTLS(tlsCert, tlsKey)
+			if err != nil {
+				return err
+			}
+			cfg := server.Config{Dir: filepath.Join(dir, "meta"), Secret: g.secret, TLS: tlsCfg}
+			return serve(cmd, cfg, listen, metricsListen, "ready at")
 		},
 	}
 	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "serve Prometheus metrics, pprof and a status page on this address")
+	addServerTLSFlags(cmd, &tlsCert, &tlsKey)
 	cmd.Flags().StringVar(&dir, "dir", "canopy-data", "directory that holds the file system's state")
 	cmd.Flags().StringVar(&listen, "listen", DefaultAddr, "address to serve on (port 0 picks a free one)")
 	return cmd
 }
 
 func newMetaCmd(g *globals) *cobra.Command {
-	var dir, listen, metricsListen string
+	var dir, listen, metricsListen, tlsCert, tlsKey string
 	var partition uint16
 	cmd := &cobra.Command{
 		Use:     "meta",
@@ -48,11 +54,16 @@ func newMetaCmd(g *globals) *cobra.Command {
 		Example: "  canopy meta --dir /var/lib/canopy/meta0 --listen 10.0.0.5:9400 --partition 0",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := server.Config{Dir: dir, Partition: partition, Secret: g.secret}
+			tlsCfg, err := serverTLS(tlsCert, tlsKey)
+			if err != nil {
+				return err
+			}
+			cfg := server.Config{Dir: dir, Partition: partition, Secret: g.secret, TLS: tlsCfg}
 			return serve(cmd, cfg, listen, metricsListen, fmt.Sprintf("meta partition %d ready at", partition))
 		},
 	}
 	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "serve Prometheus metrics, pprof and a status page on this address")
+	addServerTLSFlags(cmd, &tlsCert, &tlsKey)
 	cmd.Flags().StringVar(&dir, "dir", "", "directory that holds the partition's log and checkpoints")
 	cmd.Flags().StringVar(&listen, "listen", DefaultAddr, "address to serve on (port 0 picks a free one)")
 	cmd.Flags().Uint16Var(&partition, "partition", 0, "partition id this server owns")
