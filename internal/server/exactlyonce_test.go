@@ -196,19 +196,3 @@ func TestRetriedCreateAppliedOnce(t *testing.T) {
 		})
 	}
 }
-
-// openAndServe opens a server on cfg and serves it on a loopback port.
-func openAndServe(t *testing.T, cfg Config) (*Server, string) {
-	t.Helper()
-	s, err := Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() { s.Close() })
-	return s, ln.Addr().String()
-}

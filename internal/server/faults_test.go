@@ -6,40 +6,15 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/canopyfs/canopy/client"
 	"github.com/canopyfs/canopy/internal/engine"
 	"github.com/canopyfs/canopy/internal/vfs"
 )
-
-// serveOn starts a server with cfg on a loopback port and returns a root
-// client; both stop when the test ends.
-func serveOn(t testing.TB, cfg Config) (*Server, *client.Client) {
-	t.Helper()
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	s, err := Open(cfg)
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() { s.Close() })
-	c, err := client.Dial(ln.Addr().String(), client.Options{Cred: &client.Cred{}, OpTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return s, c
-}
 
 // TestCrashImagesHoldAcknowledgedCreates takes crash images of an
 // in-memory file system (only what was synced survives) while clients

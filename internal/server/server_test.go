@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io/fs"
 	"log/slog"
-	"net"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -14,56 +13,13 @@ import (
 	"github.com/canopyfs/canopy/client"
 )
 
-// startServer opens a server on dir and serves it on a loopback port until
-// the test ends (or stop is called).
-func startServer(t *testing.T, cfg Config) (addr string, stop func()) {
-	t.Helper()
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	s, err := Open(cfg)
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { s.Serve(ln); close(done) }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		<-done
-	}
-	t.Cleanup(stop)
-	return ln.Addr().String(), stop
-}
-
-func dial(t *testing.T, addr string, cred client.Cred) *client.Client {
-	t.Helper()
-	c, err := client.Dial(addr, client.Options{Cred: &cred, OpTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 func TestServeAndRecover(t *testing.T) {
 	dir := t.TempDir()
 	for _, every := range []int{1_000_000, 7} { // without and with checkpoints on the way
 		t.Run(map[int]string{1_000_000: "log-only", 7: "checkpoints"}[every], func(t *testing.T) {
 			cfg := Config{Dir: filepath.Join(dir, t.Name()), CheckpointEvery: every}
-			addr, stop := startServer(t, cfg)
+			s, addr := openAndServe(t, cfg)
+			stop := func() { shutdown(t, s) }
 			ctx := context.Background()
 			c := dial(t, addr, client.Cred{})
 			if err := c.MkdirAll(ctx, "/a/b/c", 0o755); err != nil {
@@ -99,7 +55,7 @@ func TestServeAndRecover(t *testing.T) {
 			before := snapshot(t, c)
 			stop()
 
-			addr, _ = startServer(t, cfg)
+			_, addr = openAndServe(t, cfg)
 			c = dial(t, addr, client.Cred{})
 			after := snapshot(t, c)
 			if len(after) != len(before) {
@@ -148,7 +104,7 @@ func snapshot(t *testing.T, c *client.Client) map[string]client.Attr {
 }
 
 func TestPermissionsTravelWithCalls(t *testing.T) {
-	addr, _ := startServer(t, Config{Dir: t.TempDir()})
+	_, addr := openAndServe(t, Config{Dir: t.TempDir()})
 	ctx := context.Background()
 	root := dial(t, addr, client.Cred{})
 	if _, err := root.Mkdir(ctx, "/private", 0o700); err != nil {
@@ -172,7 +128,8 @@ func TestPermissionsTravelWithCalls(t *testing.T) {
 
 func TestVerifyFindsNoFaultInRecoveredState(t *testing.T) {
 	dir := t.TempDir()
-	addr, stop := startServer(t, Config{Dir: dir, CheckpointEvery: 50})
+	s, addr := openAndServe(t, Config{Dir: dir, CheckpointEvery: 50})
+	stop := func() { shutdown(t, s) }
 	c := dial(t, addr, client.Cred{})
 	ctx := context.Background()
 	for i := range 200 {
