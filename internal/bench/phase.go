@@ -41,6 +41,10 @@ type phaseRun struct {
 	elapsed         time.Duration
 	next            atomic.Int64 // open loop: the next ticket
 	backlog         int64
+
+	// series, when set, also receives every latency by the interval in
+	// which its operation ended (see series.go).
+	series *series
 }
 
 func newPhaseRun(cfg Config, wl Workload) *phaseRun {
@@ -64,6 +68,9 @@ func (p *phaseRun) run(ctx context.Context, d time.Duration) error {
 	p.next.Store(0)
 	p.backlog = 0
 	p.start = p.cfg.clock.Now()
+	if p.series != nil {
+		p.series.reset(d)
+	}
 	p.deadline = p.start.Add(d)
 	var wg sync.WaitGroup
 	for w := range p.cfg.Workers {
@@ -94,7 +101,7 @@ func (p *phaseRun) closed(ctx context.Context, w int) {
 	for t.Before(p.deadline) && ctx.Err() == nil {
 		err := p.wl.Do(ctx, w)
 		end := p.cfg.clock.Now()
-		if !p.account(ctx, w, err, end.Sub(t)) {
+		if !p.account(ctx, w, err, end, end.Sub(t)) {
 			return
 		}
 		t = end
@@ -119,7 +126,7 @@ func (p *phaseRun) open(ctx context.Context, w int) {
 		}
 		err := p.wl.Do(ctx, w)
 		end := p.cfg.clock.Now()
-		if !p.account(ctx, w, err, end.Sub(due)) {
+		if !p.account(ctx, w, err, end, end.Sub(due)) {
 			return
 		}
 	}
@@ -130,8 +137,9 @@ func (p *phaseRun) due(k int64) time.Time {
 	return p.start.Add(time.Duration(float64(k) * float64(time.Second) / p.cfg.Rate))
 }
 
-// account counts one operation of worker w; false means the worker stops.
-func (p *phaseRun) account(ctx context.Context, w int, err error, lat time.Duration) bool {
+// account counts one operation of worker w that ended at end; false means
+// the worker stops.
+func (p *phaseRun) account(ctx context.Context, w int, err error, end time.Time, lat time.Duration) bool {
 	st := p.stats[w]
 	switch {
 	case err == nil:
@@ -140,6 +148,9 @@ func (p *phaseRun) account(ctx context.Context, w int, err error, lat time.Durat
 		s.mu.Lock()
 		record(s.hist, lat)
 		s.mu.Unlock()
+		if p.series != nil {
+			p.series.add(w, end.Sub(p.start), lat, 1, false)
+		}
 	case errors.Is(err, ErrExhausted):
 		st.exhausted = true
 		return false
@@ -149,6 +160,9 @@ func (p *phaseRun) account(ctx context.Context, w int, err error, lat time.Durat
 		st.errs++
 		if st.firstErr == nil {
 			st.firstErr = err
+		}
+		if p.series != nil {
+			p.series.fail(w, end.Sub(p.start))
 		}
 	}
 	return true
@@ -171,6 +185,9 @@ func (p *phaseRun) countBacklog(end time.Time) {
 		if st.dropped >= 0 {
 			record(h, end.Sub(p.due(st.dropped)))
 			p.backlog++
+			if p.series != nil {
+				p.series.add(0, end.Sub(p.start), end.Sub(p.due(st.dropped)), 1, true)
+			}
 		}
 	}
 	// Tickets first to n-1 were never taken. Their waits fall evenly from
@@ -186,6 +203,9 @@ func (p *phaseRun) countBacklog(end time.Time) {
 	for k := first; k < n; k += chunk {
 		c := min(chunk, n-k)
 		_ = h.RecordValues(clamp(end.Sub(p.due(k+c/2))), c)
+		if p.series != nil {
+			p.series.add(0, end.Sub(p.start), end.Sub(p.due(k+c/2)), c, true)
+		}
 	}
 	p.backlog += count
 }

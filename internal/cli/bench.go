@@ -28,7 +28,7 @@ percentiles, and the ceiling the harness itself reaches at the same
 concurrency; results close to that ceiling, or whose rounds disagree, carry
 warnings. See docs/bench.md.`,
 	}
-	cmd.AddCommand(newBenchRPCCmd(g), newBenchMetaCmd(g))
+	cmd.AddCommand(newBenchRPCCmd(g), newBenchMetaCmd(g), newBenchSweepCmd(g))
 	return cmd
 }
 
