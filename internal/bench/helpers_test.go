@@ -2,15 +2,14 @@ package bench
 
 import (
 	"context"
-	"log/slog"
 	"math"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/canopyfs/canopy/client"
 	"github.com/canopyfs/canopy/internal/server"
+	"github.com/canopyfs/canopy/internal/server/servertest"
 )
 
 // fakeClock is a clock that moves only when told to: an operation
@@ -52,25 +51,8 @@ func near(got, want, frac float64) bool {
 // returns connections to it.
 func startServer(t *testing.T, conns int) Conns {
 	t.Helper()
-	s, err := server.Open(server.Config{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		s.Close()
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.Serve(ln)
-	}()
-	t.Cleanup(func() {
-		s.Close()
-		<-done
-	})
-	cs, err := Dial(ln.Addr().String(), client.Options{OpTimeout: 10 * time.Second}, conns)
+	_, addr := servertest.Start(t, server.Config{})
+	cs, err := Dial(addr, client.Options{OpTimeout: 10 * time.Second}, conns)
 	if err != nil {
 		t.Fatal(err)
 	}

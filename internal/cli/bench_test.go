@@ -4,39 +4,20 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
-	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/canopyfs/canopy/internal/server"
+	"github.com/canopyfs/canopy/internal/server/servertest"
 )
 
 // serveInProcess runs a metadata server on 127.0.0.1 in this process
 // until the test ends and returns its address.
 func serveInProcess(t *testing.T) string {
-	t.Helper()
-	s, err := server.Open(server.Config{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		s.Close()
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.Serve(ln)
-	}()
-	t.Cleanup(func() {
-		s.Close()
-		<-done
-	})
-	return ln.Addr().String()
+	_, addr := servertest.Start(t, server.Config{})
+	return addr
 }
 
 // lastJSON decodes the last line of out, which must be one JSON object.

@@ -3,7 +3,6 @@ package cli
 import (
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/canopyfs/canopy/internal/observe"
 	"github.com/canopyfs/canopy/internal/server"
+	"github.com/canopyfs/canopy/internal/server/servertest"
 )
 
 // scrape reads the metrics endpoint and returns the value of the first
@@ -39,16 +39,7 @@ func scrape(t *testing.T, addr string, patterns ...string) []float64 {
 // and checks that the call, latency, queue and batch metrics moved.
 func TestMetricsMoveUnderBench(t *testing.T) {
 	reg := observe.NewRegistry()
-	s, err := server.Open(server.Config{Dir: t.TempDir(), Metrics: reg, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	defer s.Close()
+	s, addr := servertest.Start(t, server.Config{Metrics: reg})
 	obs, err := observe.Serve("127.0.0.1:0", reg, func() any { return s.Status() }, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -64,8 +55,8 @@ func TestMetricsMoveUnderBench(t *testing.T) {
 		`canopy_meta_queue_length\{class="read"\}`,
 		`canopy_rpc_connections`,
 	}
-	mustCanopy(t, ln.Addr().String(), "bench", "rpc", "--clients", "8", "--duration", "300ms", "--warmup", "0s", "--rounds", "1", "--ceiling-time", "0s", "--json")
-	mustCanopy(t, ln.Addr().String(), "bench", "meta", "--op", "stat", "--threads", "8", "--files", "50", "--duration", "300ms", "--warmup", "0s", "--rounds", "1", "--ceiling-time", "0s", "--json")
+	mustCanopy(t, addr, "bench", "rpc", "--clients", "8", "--duration", "300ms", "--warmup", "0s", "--rounds", "1", "--ceiling-time", "0s", "--json")
+	mustCanopy(t, addr, "bench", "meta", "--op", "stat", "--threads", "8", "--files", "50", "--duration", "300ms", "--warmup", "0s", "--rounds", "1", "--ceiling-time", "0s", "--json")
 	got := scrape(t, metricsAddr, series...)
 	// The queue-length gauge and connection count need only be present
 	// (scrape fails otherwise); the counters must have moved.
@@ -75,7 +66,7 @@ func TestMetricsMoveUnderBench(t *testing.T) {
 		}
 	}
 	nulls := got[0]
-	mustCanopy(t, ln.Addr().String(), "bench", "rpc", "--clients", "4", "--duration", "200ms", "--warmup", "0s", "--rounds", "1", "--ceiling-time", "0s", "--json")
+	mustCanopy(t, addr, "bench", "rpc", "--clients", "4", "--duration", "200ms", "--warmup", "0s", "--rounds", "1", "--ceiling-time", "0s", "--json")
 	if after := scrape(t, metricsAddr, series[0])[0]; after <= nulls {
 		t.Errorf("null calls counter did not move: %v then %v", nulls, after)
 	}

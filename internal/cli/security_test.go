@@ -8,7 +8,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
-	"log/slog"
 	"math/big"
 	"net"
 	"os"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/canopyfs/canopy/internal/rpc"
 	"github.com/canopyfs/canopy/internal/server"
+	"github.com/canopyfs/canopy/internal/server/servertest"
 )
 
 // writeSelfSigned writes a self-signed certificate for 127.0.0.1 and its
@@ -59,17 +59,7 @@ func TestSecretAndTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := server.Open(server.Config{Dir: t.TempDir(), Secret: "s3cret", TLS: tlsCfg, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	defer s.Close()
-	addr := ln.Addr().String()
+	_, addr := servertest.Start(t, server.Config{Secret: "s3cret", TLS: tlsCfg})
 
 	if _, err := canopy(t, addr, "--secret", "s3cret", "--tls-ca", certFile, "mkdir", "/ok"); err != nil {
 		t.Fatalf("right secret, trusted certificate: %v", err)
