@@ -1,0 +1,5 @@
+//go:build !race
+
+package mount
+
+const raceEnabled = false
