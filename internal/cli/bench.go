@@ -14,19 +14,19 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/canopyfs/canopy/client"
 	"github.com/canopyfs/canopy/internal/bench"
 )
 
 func newBenchCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure a running Canopy: null calls (rpc) and metadata operations (meta)",
+		Short: "Measure a running Canopy: null calls (rpc), metadata operations (meta), latency at a held rate (sweep)",
 		Long: `Measure a running Canopy through the Go SDK. Each benchmark warms up, runs
 several rounds, and reports the mean rate with its spread, HDR latency
 percentiles, and the ceiling the harness itself reaches at the same
 concurrency; results close to that ceiling, or whose rounds disagree, carry
-warnings. See docs/bench.md.`,
+warnings. sweep finds the highest rate the server sustains and holds a
+fraction of it, reporting latency second by second. See docs/bench.md.`,
 	}
 	cmd.AddCommand(newBenchRPCCmd(g), newBenchMetaCmd(g), newBenchSweepCmd(g))
 	return cmd
@@ -66,7 +66,12 @@ func (f *benchFlags) config(workers int, progress io.Writer) bench.Config {
 
 // dial opens the connections the benchmark's callers share.
 func (f *benchFlags) dial(g *globals) (bench.Conns, error) {
-	return bench.Dial(g.addr, client.Options{Secret: g.secret, OpTimeout: g.timeout}, f.conns)
+	opts, err := g.clientOptions()
+	if err != nil {
+		return nil, err
+	}
+	opts.OpTimeout = g.timeout
+	return bench.Dial(g.addr, opts, f.conns)
 }
 
 // report prints results (a table, or one JSON line: report's, when not
