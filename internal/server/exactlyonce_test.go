@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -28,6 +29,7 @@ type replyDropper struct {
 	ln       net.Listener
 	backend  atomic.Value // string
 	released chan struct{}
+	release  sync.Once
 	dropped  chan struct{}
 	conns    atomic.Int32
 	wg       sync.WaitGroup
@@ -41,9 +43,12 @@ func newReplyDropper(t *testing.T, backend string) *replyDropper {
 	p := &replyDropper{ln: ln, released: make(chan struct{}), dropped: make(chan struct{})}
 	p.backend.Store(backend)
 	p.wg.Go(p.accept)
-	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
+	t.Cleanup(func() { ln.Close(); p.releaseHeld(); p.wg.Wait() })
 	return p
 }
+
+// releaseHeld lets the connections held since the drop go through.
+func (p *replyDropper) releaseHeld() { p.release.Do(func() { close(p.released) }) }
 
 func (p *replyDropper) accept() {
 	for {
@@ -139,32 +144,41 @@ func TestRetriedCreateAppliedOnce(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("the reply was never dropped")
 			}
+			extra := 0 // directories made to force checkpoints
 			if tc.checkpoints {
 				other, err := rpc.Dial(addr, rpc.ClientConfig{})
 				if err != nil {
 					t.Fatal(err)
 				}
-				for _, p := range []string{"/a", "/b", "/c"} {
-					req, _ := proto.Marshal(&pb.CreateRequest{Path: p, Mode: 0o755})
+				// Mutate until a checkpoint newer than the create's record
+				// is on disk (checkpoints are written in the background,
+				// one at a time), so recovery cannot replay that record.
+				deadline := time.Now().Add(20 * time.Second)
+				for i := 0; ; i++ {
+					req, _ := proto.Marshal(&pb.CreateRequest{Path: fmt.Sprintf("/d%d", i), Mode: 0o755})
 					if st, _, err := other.Call(context.Background(), uint16(pb.Method_MKDIR), rpc.Cred{}, req); st != 0 || err != nil {
-						t.Fatalf("mkdir %s: %d %v", p, st, err)
+						t.Fatalf("mkdir /d%d: %d %v", i, st, err)
 					}
+					extra++
+					if lsn, body, ok, err := wal.OpenCheckpoint(vfs.Default, dir); ok && err == nil {
+						body.Close()
+						if lsn >= 2 {
+							break
+						}
+					}
+					if time.Now().After(deadline) {
+						t.Fatal("no checkpoint after the create's record within 20s")
+					}
+					time.Sleep(10 * time.Millisecond)
 				}
 				other.Close()
 			}
 			if restart {
 				srv.Close()
-				if tc.checkpoints {
-					lsn, body, ok, err := wal.OpenCheckpoint(vfs.Default, dir)
-					if !ok || err != nil || lsn < 2 {
-						t.Fatalf("newest checkpoint at %d (%v %v): want one after the create's record", lsn, ok, err)
-					}
-					body.Close()
-				}
 				srv, addr = openAndServe(t, cfg)
 				proxy.backend.Store(addr)
 			}
-			close(proxy.released)
+			proxy.releaseHeld()
 			r := <-done
 			if r.err != nil || r.status != 0 {
 				t.Fatalf("retried create: status %d err %v, want the first outcome (success)", r.status, r.err)
@@ -186,10 +200,7 @@ func TestRetriedCreateAppliedOnce(t *testing.T) {
 			if err != nil || uint64(got.Ino) != attr.Attr.Ino {
 				t.Fatalf("/once after retry: %+v %v, want inode %d", got, err, attr.Attr.Ino)
 			}
-			want := 2
-			if tc.checkpoints {
-				want += 3
-			}
+			want := 2 + extra
 			if n := r2.eng.Len(); n != want {
 				t.Fatalf("%d nodes, want %d", n, want)
 			}
