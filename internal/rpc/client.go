@@ -24,7 +24,10 @@ type ClientConfig struct {
 	ClientID ClientID // zero = random
 
 	// CallTimeout bounds one attempt of a call; default 10s. A sooner
-	// deadline on the call's context wins.
+	// deadline on the call's context wins. It also bounds how long a
+	// write to the connection may block: a write blocked that long (7/8
+	// of it at least) breaks the connection, and the calls in flight on it
+	// are retried.
 	CallTimeout time.Duration
 
 	// OpTimeout bounds a call across all its attempts; default 30s.
@@ -263,7 +266,7 @@ func (c *Client) connectVersion(version uint16) (*clientConn, welcome, error) {
 	c.handshaking = nc
 	c.mu.Unlock()
 
-	cn := newClientConn(nc, c.log, c.comp)
+	cn := newClientConn(nc, c.log, c.comp, c.cfg.CallTimeout)
 	w, err := cn.handshake(&c.cfg, version)
 
 	c.mu.Lock()
@@ -447,8 +450,14 @@ func (c *Client) attempt(ctx context.Context, w *waiter, deadline time.Time, id 
 	if err := cn.send(w, id, method, cred, req); err != nil {
 		return 0, nil, mayRetry(err), err
 	}
-	w.timer.Reset(time.Until(attemptDeadline))
 	var r result
+	if ctx.Err() == nil {
+		var ok bool
+		if r, ok = cn.receive(w, id); ok {
+			return r.status, r.payload, false, nil
+		}
+	}
+	w.timer.Reset(time.Until(attemptDeadline))
 	select {
 	case r = <-w.ch:
 		w.timer.Stop()

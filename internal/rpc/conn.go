@@ -15,9 +15,12 @@ import (
 //
 // Its reader goroutine (readLoop) owns fr, runs the handshake and hands
 // calls to the Handler or to the queues. Its writer goroutine (writeLoop)
-// owns the socket's write side and the idle timer. The rest is shared: any
-// goroutine replying appends to out; the reader takes a slot per call and
-// the writer gives it back once the reply is written.
+// owns the idle timer. The socket's write side belongs to one goroutine at
+// a time, as out arbitrates: the reader, writing the replies made while it
+// held the output; a goroutine replying to the only call in flight; or the
+// writer goroutine, which the others hand it to when replies keep coming.
+// Any goroutine replying appends to out; the reader takes a slot per call
+// and whoever writes the reply gives it back.
 type conn struct {
 	srv    *Server
 	nc     net.Conn // a *tls.Conn with ServerConfig.TLS
@@ -26,6 +29,10 @@ type conn struct {
 	codec  Codec    // set by the handshake: the connection's codec, 0 = none
 	fr     frameReader
 	out    outbound
+
+	// writeBy is when, in monotime, the socket's write deadline falls.
+	// Only the owner of out's write side touches it.
+	writeBy int64
 
 	// slots holds one token per call in flight; the reader blocks on it at
 	// MaxInflight.
@@ -75,6 +82,14 @@ func (c *conn) close() {
 func (c *conn) inflight() int64 { return c.calls.Load() }
 
 // readLoop is the connection's reader goroutine.
+//
+// While it works through calls already in its read buffer it holds the
+// connection's output: replies made meanwhile, on this goroutine (a handler
+// replying inline) or on others, are appended and left for it. Before it
+// blocks, to read more or to wait for a slot, it writes what is pending
+// itself, unless another goroutine is writing already. So a call answered
+// inline costs no hand-off between goroutines, and the replies to a read
+// buffer full of calls leave in one write.
 func (c *conn) readLoop() {
 	defer c.srv.wg.Done()
 	defer c.srv.forget(c)
@@ -90,7 +105,12 @@ func (c *conn) readLoop() {
 	go c.writeLoop()
 
 	m := c.srv.metrics
+	holding := false // this goroutine holds the output
 	for {
+		if holding && !c.fr.buffered() {
+			holding = false
+			c.unhold()
+		}
 		body, owned, err := c.fr.next()
 		if err != nil {
 			c.logEnd("read failed", err)
@@ -109,8 +129,18 @@ func (c *conn) readLoop() {
 		c.active.Store(now)
 		select {
 		case c.slots <- struct{}{}:
-		case <-c.done:
-			return
+		default:
+			// At MaxInflight: the slots come back as replies are written,
+			// those held here included.
+			if holding {
+				holding = false
+				c.unhold()
+			}
+			select {
+			case c.slots <- struct{}{}:
+			case <-c.done:
+				return
+			}
 		}
 		c.calls.Add(1)
 		if c.idling.Load() {
@@ -119,6 +149,10 @@ func (c *conn) readLoop() {
 			// resends it on a new connection.
 			c.close()
 			return
+		}
+		if !holding {
+			c.out.hold()
+			holding = true
 		}
 		call := newCall(c, &f, owned)
 		if m != nil {
@@ -134,6 +168,14 @@ func (c *conn) readLoop() {
 		default:
 			c.srv.h.Serve(call)
 		}
+	}
+}
+
+// unhold ends the reader's hold on the output, writing what is pending if
+// nobody else is writing.
+func (c *conn) unhold() {
+	if c.out.unhold() {
+		c.flush()
 	}
 }
 
@@ -191,31 +233,89 @@ func (c *conn) reply(call *Call, status uint32, payload []byte) {
 		mm = m.replied(call.Method, status)
 		encodeStart = monotime()
 	}
+	var r appendResult
 	if z := c.srv.comp; c.codec != 0 && len(payload) > z.above {
 		out, flags, scratch := z.compress(c.codec, payload)
-		c.out.appendReply(call.ID, call.Method, status, flags, out)
+		r = c.out.appendReply(call.ID, call.Method, status, flags, out)
 		releaseScratch(scratch)
 	} else {
-		c.out.appendReply(call.ID, call.Method, status, 0, payload)
+		r = c.out.appendReply(call.ID, call.Method, status, 0, payload)
 	}
 	if m != nil {
 		now := monotime()
 		m.encode.Observe(seconds(now - encodeStart))
 		mm.processing.Observe(seconds(now - call.start))
 	}
+	if r == mustWrite {
+		// Nobody is writing or holding the output: this goroutine replies
+		// outside the reader's hold, a handler of its own or a goroutine
+		// the handler passed the call to. The only call in flight on an
+		// otherwise quiet connection has its reply written at once, here;
+		// with others in flight, more replies are likely to follow this
+		// one, perhaps from this very goroutine, and the writer goroutine
+		// gathers them into fewer writes.
+		if c.calls.Load() <= 1 {
+			c.flush()
+		} else {
+			c.out.handOff()
+		}
+	}
 }
 
-// writeLoop is the connection's writer goroutine: it writes pending replies,
-// gives their slots back, and closes the connection when it has been idle
-// for IdleTimeout.
+// flush writes what is pending, the caller owning the output's write side,
+// then hands the write side to the writer goroutine if more frames came in
+// meanwhile, or lets go of it.
+func (c *conn) flush() {
+	buf, frames := c.out.take()
+	if buf == nil {
+		return
+	}
+	ok := c.write(buf, frames)
+	c.out.written(buf)
+	if ok && c.out.settle() {
+		c.out.handOff()
+	}
+}
+
+// write writes buf, frames taken from the output by its owner, and gives
+// their slots back. On failure it closes the connection and reports false.
+func (c *conn) write(buf []byte, frames int) bool {
+	// The deadline is moved only now and then, as moving a timer can cost
+	// a wake-up of the runtime's network poller: a write may block for
+	// IdleTimeout at most, 7/8 of it at least.
+	if t, now := c.srv.cfg.IdleTimeout, monotime(); c.writeBy-now < int64(t-t/8) {
+		c.nc.SetWriteDeadline(time.Now().Add(t))
+		c.writeBy = now + int64(t)
+	}
+	if _, err := c.nc.Write(buf); err != nil {
+		select {
+		case <-c.done:
+		default:
+			c.log.Warn("closing connection: write failed", "err", err)
+		}
+		c.close()
+		return false
+	}
+	c.active.Store(monotime())
+	if m := c.srv.metrics; m != nil {
+		m.framesPerWrite.Observe(float64(frames))
+	}
+	c.calls.Add(-int64(frames))
+	for range frames {
+		<-c.slots
+	}
+	return true
+}
+
+// writeLoop is the connection's writer goroutine: it writes the output
+// handed to it, gives the slots back, and closes the connection when it has
+// been idle for IdleTimeout.
 func (c *conn) writeLoop() {
 	defer c.srv.wg.Done()
 	idleTimeout := c.srv.cfg.IdleTimeout
 	idle := time.NewTimer(idleTimeout)
 	defer idle.Stop()
 
-	var buf []byte
-	var frames int
 	for {
 		select {
 		case <-c.out.ready:
@@ -233,32 +333,22 @@ func (c *conn) writeLoop() {
 		case <-c.done:
 			return
 		}
-		// Yield once: handlers replying alongside this goroutine get to
-		// add their replies to this write rather than the next one.
-		runtime.Gosched()
-		buf, frames = c.out.take(buf)
-		if len(buf) == 0 {
-			continue
-		}
-		c.nc.SetWriteDeadline(time.Now().Add(idleTimeout))
-		if _, err := c.nc.Write(buf); err != nil {
-			select {
-			case <-c.done:
-			default:
-				c.log.Warn("closing connection: write failed", "err", err)
+		// This goroutine owns the write side until nothing is pending.
+		// It is handed the output only when replies come from several
+		// goroutines or many at once; yielding before each take lets
+		// those replying alongside it add to this write rather than the
+		// next one.
+		for {
+			runtime.Gosched()
+			buf, frames := c.out.take()
+			if buf == nil {
+				break
 			}
-			c.close()
-			return
+			if !c.write(buf, frames) {
+				return
+			}
+			c.out.written(buf)
 		}
-		c.active.Store(monotime())
-		if m := c.srv.metrics; m != nil {
-			m.framesPerWrite.Observe(float64(frames))
-		}
-		c.calls.Add(-int64(frames))
-		for range frames {
-			<-c.slots
-		}
-		buf = buf[:0]
 	}
 }
 

@@ -67,10 +67,26 @@
 // # Concurrency
 //
 // A connection carries many calls at once; replies come back in whatever
-// order the server finishes them. On both sides one reader goroutine decodes
-// incoming frames and one writer goroutine writes outgoing ones. Senders
-// append encoded frames to the connection's pending output under a short
-// lock, and the writer sends all that has accumulated in a single write.
+// order the server finishes them. Senders append encoded frames to the
+// connection's pending output under a short lock. One goroutine at a time
+// owns the socket's write side and sends all that has accumulated in a
+// single write; frames added meanwhile go out with its next write or are
+// handed to the connection's writer goroutine, never lost or reordered.
+//
+// The fast path takes no hand-off between goroutines. A Server's reader
+// goroutine holds back the replies made while it works through the calls
+// already read (those its handler answers inline and any others), and
+// writes them itself once it has no complete call left to read, unless a
+// write is in progress. A reply made elsewhere to the only call in flight
+// is written by the goroutine making it; with more calls in flight, replies
+// go to the writer goroutine, which gathers them into fewer writes. On a
+// Client, a call made while no other is in flight is written by its caller,
+// and a caller that finds nobody reading the connection reads it for its
+// own reply, passing on the replies of others it meets, for a millisecond
+// or two before it leaves the reading to the connection's reader goroutine
+// and waits like other callers. So a lone caller's context, or the end of
+// its attempt, may be noticed that much late. Busier connections go through
+// the reader and writer goroutines.
 //
 // A Server hands each call to its Handler on the connection's reader
 // goroutine, unless ServerConfig.Queues is set: readers then put calls on a

@@ -148,20 +148,112 @@ func TestFrameReader(t *testing.T) {
 
 func TestOutboundCoalesces(t *testing.T) {
 	o := newOutbound()
-	o.appendReply(1, 1, 0, 0, []byte("a"))
-	o.appendCall(2, 1, 0, &Cred{UID: 5}, []byte("b"))
-	o.appendReply(3, 1, 0, 0, nil)
-	select {
-	case <-o.ready:
-	default:
-		t.Fatal("appending to an empty buffer did not wake the writer")
+	if r := o.appendReply(1, 1, 0, 0, []byte("a")); r != mustWrite {
+		t.Fatalf("first append to an idle outbound: %v, want mustWrite", r)
 	}
-	buf, frames := o.take(nil)
+	// The first appender owns the write side until it lets go: later
+	// appends leave their frames to it.
+	if r := o.appendCall(2, 1, 0, &Cred{UID: 5}, []byte("b")); r != queued {
+		t.Fatalf("append while owned: %v, want queued", r)
+	}
+	if r := o.appendReply(3, 1, 0, 0, nil); r != queued {
+		t.Fatalf("append while owned: %v, want queued", r)
+	}
+	buf, frames := o.take()
 	if frames != 3 {
 		t.Fatalf("took %d frames, want 3", frames)
 	}
+	checkIDs(t, buf, 1, 2, 3)
+	// A frame appended during the owner's write is still the owner's.
+	if r := o.appendReply(4, 1, 0, 0, nil); r != queued {
+		t.Fatalf("append during a write: %v, want queued", r)
+	}
+	o.written(buf)
+	if !o.settle() {
+		t.Fatal("settle let go of the write side with a frame pending")
+	}
+	buf, frames = o.take()
+	if frames != 1 {
+		t.Fatalf("took %d frames, want 1", frames)
+	}
+	checkIDs(t, buf, 4)
+	o.written(buf)
+	if o.settle() {
+		t.Fatal("settle kept the write side with nothing pending")
+	}
+	// Let go: the next appender owns it, and take on an empty outbound
+	// lets go again.
+	if r := o.appendReply(5, 1, 0, 0, nil); r != mustWrite {
+		t.Fatalf("append after the owner let go: %v, want mustWrite", r)
+	}
+	if buf, _ := o.take(); buf == nil {
+		t.Fatal("take returned nothing with a frame pending")
+	}
+	if buf, frames := o.take(); buf != nil || frames != 0 {
+		t.Fatalf("second take got %d bytes, %d frames", len(buf), frames)
+	}
+	if r := o.appendReply(6, 1, 0, 0, nil); r != mustWrite {
+		t.Fatalf("append after an empty take: %v, want mustWrite", r)
+	}
+	o.close()
+	if r := o.appendReply(7, 1, 0, 0, nil); r != dropped {
+		t.Fatalf("append to a closed outbound: %v, want dropped", r)
+	}
+}
+
+func TestOutboundHold(t *testing.T) {
+	o := newOutbound()
+	if o.unhold() {
+		t.Fatal("unhold with nothing pending made the caller the owner")
+	}
+	o.hold()
+	for id := range uint64(3) {
+		if r := o.appendReply(id, 1, 0, 0, nil); r != queued {
+			t.Fatalf("append while held: %v, want queued", r)
+		}
+	}
+	if !o.unhold() {
+		t.Fatal("unhold with frames pending and nobody writing did not make the caller the owner")
+	}
+	buf, frames := o.take()
+	if frames != 3 {
+		t.Fatalf("took %d frames, want 3", frames)
+	}
+	checkIDs(t, buf, 0, 1, 2)
+
+	// Held while another goroutine writes: the writer keeps what the
+	// holder leaves.
+	o.hold()
+	if r := o.appendReply(3, 1, 0, 0, nil); r != queued {
+		t.Fatalf("append while held and owned: %v, want queued", r)
+	}
+	if o.unhold() {
+		t.Fatal("unhold made the caller the owner while another goroutine writes")
+	}
+	if !o.settle() {
+		t.Fatal("the owner let go with a held frame pending")
+	}
+	if _, frames := o.take(); frames != 1 {
+		t.Fatalf("took %d frames, want 1", frames)
+	}
+	select {
+	case <-o.ready:
+		t.Fatal("a token was sent without a hand-off")
+	default:
+	}
+	o.handOff()
+	select {
+	case <-o.ready:
+	default:
+		t.Fatal("hand-off sent no token")
+	}
+}
+
+// checkIDs checks that buf holds frames with the given call ids, in order.
+func checkIDs(t *testing.T, buf []byte, ids ...uint64) {
+	t.Helper()
 	fr := newFrameReader(bytes.NewReader(buf), DefaultMaxFrame)
-	for _, id := range []uint64{1, 2, 3} {
+	for _, id := range ids {
 		b, _, err := fr.next()
 		if err != nil {
 			t.Fatal(err)
@@ -170,11 +262,53 @@ func TestOutboundCoalesces(t *testing.T) {
 			t.Fatalf("frame %+v, %v; want id %d", f, err, id)
 		}
 	}
-	if buf, frames := o.take(buf); len(buf) != 0 || frames != 0 {
-		t.Fatalf("second take got %d bytes, %d frames", len(buf), frames)
+	if _, _, err := fr.next(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the frames: %v, want EOF", err)
 	}
-	o.close()
-	if o.appendReply(4, 1, 0, 0, nil) {
-		t.Fatal("append to a closed outbound succeeded")
+}
+
+func TestFrameReaderBuffered(t *testing.T) {
+	one := appendReply(nil, 1, 1, 0, 0, []byte("abc"))
+	two := appendReply(nil, 2, 1, 0, 0, nil)
+	stream := append(append([]byte(nil), one...), two...)
+	for cut := range len(stream) + 1 {
+		// The first Read hands over the stream's first cut bytes.
+		fr := newFrameReader(&chunks{parts: [][]byte{stream[:cut], stream[cut:]}}, DefaultMaxFrame)
+		if fr.buffered() {
+			t.Fatalf("cut %d: buffered before anything was read", cut)
+		}
+		if cut < len(one) {
+			continue
+		}
+		if _, _, err := fr.next(); err != nil {
+			t.Fatalf("cut %d: %v", cut, err)
+		}
+		if got, want := fr.buffered(), cut == len(stream); got != want {
+			t.Fatalf("cut %d: buffered = %v, want %v", cut, got, want)
+		}
 	}
+	// A length beyond the limit counts as not buffered.
+	bad := appendReply(nil, 1, 1, 0, 0, make([]byte, 100))
+	fr := newFrameReader(bytes.NewReader(append(append([]byte(nil), two...), bad...)), 64)
+	if _, _, err := fr.next(); err != nil {
+		t.Fatal(err)
+	}
+	if fr.buffered() {
+		t.Fatal("a frame over the limit counts as buffered")
+	}
+}
+
+// chunks is a reader that returns its parts one Read at a time.
+type chunks struct{ parts [][]byte }
+
+func (c *chunks) Read(p []byte) (int, error) {
+	for len(c.parts) > 0 && len(c.parts[0]) == 0 {
+		c.parts = c.parts[1:]
+	}
+	if len(c.parts) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, c.parts[0])
+	c.parts[0] = c.parts[0][n:]
+	return n, nil
 }

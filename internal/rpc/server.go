@@ -30,8 +30,8 @@ type ServerConfig struct {
 	MaxInflight int
 
 	// IdleTimeout closes a connection that has had no call in flight and no
-	// traffic for this long; it also bounds how long a write may block.
-	// Default 5m.
+	// traffic for this long; it also bounds how long a write may block
+	// (a write blocked for 7/8 of it may already fail). Default 5m.
 	IdleTimeout time.Duration
 
 	// HandshakeTimeout bounds the hello/welcome exchange. Default 5s.
