@@ -43,7 +43,8 @@ ADDR=$(sed -n 's/.*ready at //p' "$work/up.out")
 # redis_start FSYNC: (re)start redis with the AOF fsync policy (no = no AOF).
 redis_start() {
 	redis-cli -p "$REDIS_PORT" shutdown nosave >/dev/null 2>&1 || true
-	sleep 0.2
+	for _ in $(seq 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 || break; sleep 0.1; done
+	rm -rf "$work/appendonlydir"
 	local aof=(--appendonly no)
 	[ "$1" != no ] && aof=(--appendonly yes --appendfsync "$1")
 	redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --dir "$work" --daemonize yes "${aof[@]}" >/dev/null
