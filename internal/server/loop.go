@@ -191,7 +191,7 @@ func (s *Server) applyOp(b *batch, o *op, now int64) {
 		return
 	}
 	b.recs = append(b.recs, data)
-	s.cache.put(key, outcome{status: o.status, reply: o.reply, lsn: s.nextLSN})
+	s.cache.put(key, outcome{status: o.status, reply: o.reply})
 	s.nextLSN++
 	s.sinceCkpt++
 }

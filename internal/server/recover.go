@@ -91,7 +91,7 @@ func (s *Server) replayRecord(lsn uint64, data []byte) error {
 	var key callKey
 	if copy(key.client[:], rec.ClientId) == len(key.client) {
 		key.call = rec.CallId
-		s.cache.put(key, outcome{status: status, reply: reply, lsn: lsn})
+		s.cache.put(key, outcome{status: status, reply: reply})
 	}
 	return nil
 }
@@ -132,7 +132,6 @@ func (s *Server) encodeState(buf *bytes.Buffer) error {
 		buf.Write(k.client[:])
 		buf.Write(binary.AppendUvarint(nil, k.call))
 		buf.Write(binary.AppendUvarint(nil, uint64(o.status)))
-		buf.Write(binary.AppendUvarint(nil, o.lsn))
 		buf.Write(binary.AppendUvarint(nil, uint64(len(reply))))
 		buf.Write(reply)
 	})
@@ -158,19 +157,19 @@ func (s *Server) decodeState(r io.Reader) error {
 		if _, err := io.ReadFull(br, k.client[:]); err != nil {
 			return fmt.Errorf("retry cache: %w", err)
 		}
-		var vals [4]uint64
+		var vals [3]uint64 // call id, status, reply length
 		for i := range vals {
 			if vals[i], err = binary.ReadUvarint(br); err != nil {
 				return fmt.Errorf("retry cache: %w", err)
 			}
 		}
 		k.call = vals[0]
-		o := outcome{status: uint32(vals[1]), lsn: vals[2]}
-		if vals[3] > maxCachedReply {
+		o := outcome{status: uint32(vals[1])}
+		if vals[2] > maxCachedReply {
 			return errors.New("retry cache: oversize reply")
 		}
-		if vals[3] > 0 {
-			data := make([]byte, vals[3])
+		if vals[2] > 0 {
+			data := make([]byte, vals[2])
 			if _, err := io.ReadFull(br, data); err != nil {
 				return fmt.Errorf("retry cache: %w", err)
 			}

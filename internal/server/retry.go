@@ -16,7 +16,6 @@ type callKey struct {
 type outcome struct {
 	status uint32
 	reply  proto.Message // nil for an empty reply; never modified once stored
-	lsn    uint64        // the log record it was written in
 }
 
 // retryCache remembers the outcomes of the most recent mutations so that a

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/canopyfs/canopy/internal/vfs"
@@ -38,23 +37,12 @@ const (
 )
 
 // checkpointName returns the file name of the checkpoint taken at lsn.
-func checkpointName(lsn uint64) string {
-	return fmt.Sprintf("%s%020d%s", checkpointPrefix, lsn, checkpointSuffix)
-}
+func checkpointName(lsn uint64) string { return lsnName(checkpointPrefix, lsn, checkpointSuffix) }
 
 // parseCheckpointName returns the lsn of the checkpoint file named name, or
 // ok=false if name is not a checkpoint's.
 func parseCheckpointName(name string) (lsn uint64, ok bool) {
-	digits, ok := strings.CutPrefix(name, checkpointPrefix)
-	if !ok {
-		return 0, false
-	}
-	digits, ok = strings.CutSuffix(digits, checkpointSuffix)
-	if !ok || len(digits) != 20 {
-		return 0, false
-	}
-	lsn, err := strconv.ParseUint(digits, 10, 64)
-	return lsn, err == nil
+	return parseLSNName(name, checkpointPrefix, checkpointSuffix)
 }
 
 // WriteCheckpoint writes a checkpoint taken at lsn into dir, creating dir if

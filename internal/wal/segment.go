@@ -34,26 +34,13 @@ type segment struct {
 
 // segmentName returns the file name of the segment whose first record is
 // lsn first.
-func segmentName(first uint64) string {
-	return fmt.Sprintf("%s%020d%s", segmentPrefix, first, segmentSuffix)
-}
+func segmentName(first uint64) string { return lsnName(segmentPrefix, first, segmentSuffix) }
 
 // parseSegmentName returns the first lsn of the segment named name, or
 // ok=false if name is not a segment's.
 func parseSegmentName(name string) (first uint64, ok bool) {
-	digits, ok := strings.CutPrefix(name, segmentPrefix)
-	if !ok {
-		return 0, false
-	}
-	digits, ok = strings.CutSuffix(digits, segmentSuffix)
-	if !ok || len(digits) != 20 {
-		return 0, false
-	}
-	first, err := strconv.ParseUint(digits, 10, 64)
-	if err != nil || first == 0 {
-		return 0, false
-	}
-	return first, true
+	first, ok = parseLSNName(name, segmentPrefix, segmentSuffix)
+	return first, ok && first != 0
 }
 
 // listSegments returns the segments in dir, oldest first.
@@ -188,3 +175,24 @@ func (s *segmentReader) nextRecord() (lsn uint64, rec []byte, err error) {
 }
 
 func (s *segmentReader) Close() error { return s.f.Close() }
+
+// lsnName names a file of the log directory after an lsn: prefix, the lsn
+// as 20 decimal digits (so names sort by lsn), suffix.
+func lsnName(prefix string, lsn uint64, suffix string) string {
+	return fmt.Sprintf("%s%020d%s", prefix, lsn, suffix)
+}
+
+// parseLSNName returns the lsn in a name made by lsnName with the same
+// prefix and suffix, or ok=false if name is not one.
+func parseLSNName(name, prefix, suffix string) (lsn uint64, ok bool) {
+	digits, ok := strings.CutPrefix(name, prefix)
+	if !ok {
+		return 0, false
+	}
+	digits, ok = strings.CutSuffix(digits, suffix)
+	if !ok || len(digits) != 20 {
+		return 0, false
+	}
+	lsn, err := strconv.ParseUint(digits, 10, 64)
+	return lsn, err == nil
+}
