@@ -61,6 +61,20 @@ const (
 	Method_SETXATTR           Method = 18 // XattrRequest -> Empty
 	Method_LISTXATTR          Method = 19 // NodeRequest -> XattrListReply
 	Method_REMOVEXATTR        Method = 20 // XattrRequest -> Empty
+	// Data path (21-39): file contents; see docs/data.md. Every request names
+	// a node of the partition it concerns in field 1 (a file, or for the
+	// partition-wide calls any node of it, usually its root), so a router
+	// routes these like any other inode-based call.
+	Method_VOLUME       Method = 21 // NodeRequest -> VolumeReply: where file data is stored
+	Method_ALLOC_SLICES Method = 22 // AllocSlicesRequest -> AllocSlicesReply (mutation)
+	Method_COMMIT       Method = 23 // CommitRequest -> AttrReply (mutation): record uploaded slices
+	Method_READ_CHUNKS  Method = 24 // ReadChunksRequest -> ReadChunksReply
+	Method_OPEN         Method = 25 // OpenRequest -> AttrReply: permission check, keeps an unlinked file until CLOSE
+	Method_CLOSE        Method = 26 // NodeRequest -> Empty
+	Method_COMPACT      Method = 27 // CompactRequest -> Empty (mutation): replace a chunk's first slices by one
+	Method_LIST_GARBAGE Method = 28 // ListSlicesRequest -> ListSlicesReply: slices no file uses any more
+	Method_PURGE        Method = 29 // PurgeRequest -> Empty (mutation): forget garbage slices whose objects are gone
+	Method_LIST_SLICES  Method = 30 // ListSlicesRequest -> ListSlicesReply: slices files use (for fsck)
 )
 
 // Enum value maps for Method.
@@ -87,6 +101,16 @@ var (
 		18: "SETXATTR",
 		19: "LISTXATTR",
 		20: "REMOVEXATTR",
+		21: "VOLUME",
+		22: "ALLOC_SLICES",
+		23: "COMMIT",
+		24: "READ_CHUNKS",
+		25: "OPEN",
+		26: "CLOSE",
+		27: "COMPACT",
+		28: "LIST_GARBAGE",
+		29: "PURGE",
+		30: "LIST_SLICES",
 	}
 	Method_value = map[string]int32{
 		"METHOD_UNSPECIFIED": 0,
@@ -110,6 +134,16 @@ var (
 		"SETXATTR":           18,
 		"LISTXATTR":          19,
 		"REMOVEXATTR":        20,
+		"VOLUME":             21,
+		"ALLOC_SLICES":       22,
+		"COMMIT":             23,
+		"READ_CHUNKS":        24,
+		"OPEN":               25,
+		"CLOSE":              26,
+		"COMPACT":            27,
+		"LIST_GARBAGE":       28,
+		"PURGE":              29,
+		"LIST_SLICES":        30,
 	}
 )
 
@@ -1742,6 +1776,922 @@ func (x *LogRecord) GetRequest() []byte {
 	return nil
 }
 
+type VolumeReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Storage       string                 `protobuf:"bytes,1,opt,name=storage,proto3" json:"storage,omitempty"`                       // object store URL for object.Open, without secrets
+	ChunkSize     uint32                 `protobuf:"varint,2,opt,name=chunk_size,json=chunkSize,proto3" json:"chunk_size,omitempty"` // bytes per chunk (64 MiB)
+	BlockSize     uint32                 `protobuf:"varint,3,opt,name=block_size,json=blockSize,proto3" json:"block_size,omitempty"` // largest object of a slice (4 MiB)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VolumeReply) Reset() {
+	*x = VolumeReply{}
+	mi := &file_meta_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VolumeReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VolumeReply) ProtoMessage() {}
+
+func (x *VolumeReply) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VolumeReply.ProtoReflect.Descriptor instead.
+func (*VolumeReply) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *VolumeReply) GetStorage() string {
+	if x != nil {
+		return x.Storage
+	}
+	return ""
+}
+
+func (x *VolumeReply) GetChunkSize() uint32 {
+	if x != nil {
+		return x.ChunkSize
+	}
+	return 0
+}
+
+func (x *VolumeReply) GetBlockSize() uint32 {
+	if x != nil {
+		return x.BlockSize
+	}
+	return 0
+}
+
+// Slice is a run of bytes placed in a chunk: len bytes starting at byte off
+// of slice id's data, at byte pos of the chunk. Id 0 is a hole (zeros).
+// A slice's data is stored as objects of at most block_size bytes.
+type Slice struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Size          uint32                 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"` // total bytes stored for the slice id
+	Off           uint32                 `protobuf:"varint,3,opt,name=off,proto3" json:"off,omitempty"`
+	Len           uint32                 `protobuf:"varint,4,opt,name=len,proto3" json:"len,omitempty"`
+	Pos           uint32                 `protobuf:"varint,5,opt,name=pos,proto3" json:"pos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Slice) Reset() {
+	*x = Slice{}
+	mi := &file_meta_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Slice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Slice) ProtoMessage() {}
+
+func (x *Slice) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Slice.ProtoReflect.Descriptor instead.
+func (*Slice) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *Slice) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *Slice) GetSize() uint32 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *Slice) GetOff() uint32 {
+	if x != nil {
+		return x.Off
+	}
+	return 0
+}
+
+func (x *Slice) GetLen() uint32 {
+	if x != nil {
+		return x.Len
+	}
+	return 0
+}
+
+func (x *Slice) GetPos() uint32 {
+	if x != nil {
+		return x.Pos
+	}
+	return 0
+}
+
+// AllocSlicesRequest reserves count new slice ids in the partition of ino.
+// Ids carry their partition in the high bits, like inode numbers.
+type AllocSlicesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ino           uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
+	Count         uint32                 `protobuf:"varint,7,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AllocSlicesRequest) Reset() {
+	*x = AllocSlicesRequest{}
+	mi := &file_meta_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllocSlicesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllocSlicesRequest) ProtoMessage() {}
+
+func (x *AllocSlicesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllocSlicesRequest.ProtoReflect.Descriptor instead.
+func (*AllocSlicesRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *AllocSlicesRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *AllocSlicesRequest) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+type AllocSlicesReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	First         uint64                 `protobuf:"varint,1,opt,name=first,proto3" json:"first,omitempty"` // ids first .. first+count-1 are the caller's
+	Count         uint32                 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AllocSlicesReply) Reset() {
+	*x = AllocSlicesReply{}
+	mi := &file_meta_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllocSlicesReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllocSlicesReply) ProtoMessage() {}
+
+func (x *AllocSlicesReply) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllocSlicesReply.ProtoReflect.Descriptor instead.
+func (*AllocSlicesReply) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *AllocSlicesReply) GetFirst() uint64 {
+	if x != nil {
+		return x.First
+	}
+	return 0
+}
+
+func (x *AllocSlicesReply) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+type SliceWrite struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Chunk         uint32                 `protobuf:"varint,1,opt,name=chunk,proto3" json:"chunk,omitempty"` // chunk index: file offset / chunk_size
+	Slice         *Slice                 `protobuf:"bytes,2,opt,name=slice,proto3" json:"slice,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SliceWrite) Reset() {
+	*x = SliceWrite{}
+	mi := &file_meta_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SliceWrite) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SliceWrite) ProtoMessage() {}
+
+func (x *SliceWrite) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SliceWrite.ProtoReflect.Descriptor instead.
+func (*SliceWrite) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *SliceWrite) GetChunk() uint32 {
+	if x != nil {
+		return x.Chunk
+	}
+	return 0
+}
+
+func (x *SliceWrite) GetSlice() *Slice {
+	if x != nil {
+		return x.Slice
+	}
+	return nil
+}
+
+// CommitRequest records slices whose objects are already stored. They are
+// applied in order; a later slice covers earlier ones where they overlap.
+type CommitRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ino           uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
+	Writes        []*SliceWrite          `protobuf:"bytes,7,rep,name=writes,proto3" json:"writes,omitempty"`
+	Size          uint64                 `protobuf:"varint,8,opt,name=size,proto3" json:"size,omitempty"`                      // the file is at least this long afterwards
+	MtimeNs       int64                  `protobuf:"varint,9,opt,name=mtime_ns,json=mtimeNs,proto3" json:"mtime_ns,omitempty"` // 0: the server's clock
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitRequest) Reset() {
+	*x = CommitRequest{}
+	mi := &file_meta_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitRequest) ProtoMessage() {}
+
+func (x *CommitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitRequest.ProtoReflect.Descriptor instead.
+func (*CommitRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *CommitRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *CommitRequest) GetWrites() []*SliceWrite {
+	if x != nil {
+		return x.Writes
+	}
+	return nil
+}
+
+func (x *CommitRequest) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *CommitRequest) GetMtimeNs() int64 {
+	if x != nil {
+		return x.MtimeNs
+	}
+	return 0
+}
+
+// ReadChunksRequest asks for the layout of count chunks from chunk.
+type ReadChunksRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ino           uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
+	Chunk         uint32                 `protobuf:"varint,7,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	Count         uint32                 `protobuf:"varint,8,opt,name=count,proto3" json:"count,omitempty"` // 0 = 1
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadChunksRequest) Reset() {
+	*x = ReadChunksRequest{}
+	mi := &file_meta_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadChunksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadChunksRequest) ProtoMessage() {}
+
+func (x *ReadChunksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadChunksRequest.ProtoReflect.Descriptor instead.
+func (*ReadChunksRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ReadChunksRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *ReadChunksRequest) GetChunk() uint32 {
+	if x != nil {
+		return x.Chunk
+	}
+	return 0
+}
+
+func (x *ReadChunksRequest) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+// ChunkView is what a reader needs: non-overlapping slices sorted by pos,
+// holes as id 0, ending where the chunk's data (or the file) ends.
+type ChunkView struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Chunk         uint32                 `protobuf:"varint,1,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	Slices        []*Slice               `protobuf:"bytes,2,rep,name=slices,proto3" json:"slices,omitempty"`
+	StoredSlices  uint32                 `protobuf:"varint,3,opt,name=stored_slices,json=storedSlices,proto3" json:"stored_slices,omitempty"` // slices the chunk keeps; many means fragmented
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChunkView) Reset() {
+	*x = ChunkView{}
+	mi := &file_meta_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChunkView) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChunkView) ProtoMessage() {}
+
+func (x *ChunkView) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChunkView.ProtoReflect.Descriptor instead.
+func (*ChunkView) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ChunkView) GetChunk() uint32 {
+	if x != nil {
+		return x.Chunk
+	}
+	return 0
+}
+
+func (x *ChunkView) GetSlices() []*Slice {
+	if x != nil {
+		return x.Slices
+	}
+	return nil
+}
+
+func (x *ChunkView) GetStoredSlices() uint32 {
+	if x != nil {
+		return x.StoredSlices
+	}
+	return 0
+}
+
+type ReadChunksReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Attr          *Attr                  `protobuf:"bytes,1,opt,name=attr,proto3" json:"attr,omitempty"`
+	Chunks        []*ChunkView           `protobuf:"bytes,2,rep,name=chunks,proto3" json:"chunks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadChunksReply) Reset() {
+	*x = ReadChunksReply{}
+	mi := &file_meta_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadChunksReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadChunksReply) ProtoMessage() {}
+
+func (x *ReadChunksReply) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadChunksReply.ProtoReflect.Descriptor instead.
+func (*ReadChunksReply) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ReadChunksReply) GetAttr() *Attr {
+	if x != nil {
+		return x.Attr
+	}
+	return nil
+}
+
+func (x *ReadChunksReply) GetChunks() []*ChunkView {
+	if x != nil {
+		return x.Chunks
+	}
+	return nil
+}
+
+// OpenRequest checks access to a file (flags as Linux open(2): O_RDONLY,
+// O_WRONLY, O_RDWR, O_TRUNC) and, until the matching CLOSE from the same
+// client, keeps the file's data if its last link is removed.
+type OpenRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ino           uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Flags         uint32                 `protobuf:"varint,7,opt,name=flags,proto3" json:"flags,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpenRequest) Reset() {
+	*x = OpenRequest{}
+	mi := &file_meta_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpenRequest) ProtoMessage() {}
+
+func (x *OpenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpenRequest.ProtoReflect.Descriptor instead.
+func (*OpenRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *OpenRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *OpenRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *OpenRequest) GetFlags() uint32 {
+	if x != nil {
+		return x.Flags
+	}
+	return 0
+}
+
+// CompactRequest replaces the first len(old_ids) stored slices of a chunk,
+// which must still be exactly old_ids, by slice (EAGAIN otherwise).
+type CompactRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ino           uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
+	Chunk         uint32                 `protobuf:"varint,7,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	OldIds        []uint64               `protobuf:"varint,8,rep,packed,name=old_ids,json=oldIds,proto3" json:"old_ids,omitempty"`
+	Slice         *Slice                 `protobuf:"bytes,9,opt,name=slice,proto3" json:"slice,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompactRequest) Reset() {
+	*x = CompactRequest{}
+	mi := &file_meta_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompactRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompactRequest) ProtoMessage() {}
+
+func (x *CompactRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
+func (*CompactRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *CompactRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *CompactRequest) GetChunk() uint32 {
+	if x != nil {
+		return x.Chunk
+	}
+	return 0
+}
+
+func (x *CompactRequest) GetOldIds() []uint64 {
+	if x != nil {
+		return x.OldIds
+	}
+	return nil
+}
+
+func (x *CompactRequest) GetSlice() *Slice {
+	if x != nil {
+		return x.Slice
+	}
+	return nil
+}
+
+type SliceRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Size          uint32                 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	FreedNs       int64                  `protobuf:"varint,3,opt,name=freed_ns,json=freedNs,proto3" json:"freed_ns,omitempty"` // LIST_GARBAGE: when the last use went away
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SliceRef) Reset() {
+	*x = SliceRef{}
+	mi := &file_meta_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SliceRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SliceRef) ProtoMessage() {}
+
+func (x *SliceRef) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SliceRef.ProtoReflect.Descriptor instead.
+func (*SliceRef) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *SliceRef) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SliceRef) GetSize() uint32 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *SliceRef) GetFreedNs() int64 {
+	if x != nil {
+		return x.FreedNs
+	}
+	return 0
+}
+
+// ListSlicesRequest pages through slices of the partition of ino in id order.
+type ListSlicesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ino           uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
+	After         uint64                 `protobuf:"varint,7,opt,name=after,proto3" json:"after,omitempty"`                                        // ids greater than this
+	Limit         uint32                 `protobuf:"varint,8,opt,name=limit,proto3" json:"limit,omitempty"`                                        // 0 = server default
+	FreedBeforeNs int64                  `protobuf:"varint,9,opt,name=freed_before_ns,json=freedBeforeNs,proto3" json:"freed_before_ns,omitempty"` // LIST_GARBAGE: only slices freed before this
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSlicesRequest) Reset() {
+	*x = ListSlicesRequest{}
+	mi := &file_meta_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSlicesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSlicesRequest) ProtoMessage() {}
+
+func (x *ListSlicesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSlicesRequest.ProtoReflect.Descriptor instead.
+func (*ListSlicesRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ListSlicesRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *ListSlicesRequest) GetAfter() uint64 {
+	if x != nil {
+		return x.After
+	}
+	return 0
+}
+
+func (x *ListSlicesRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListSlicesRequest) GetFreedBeforeNs() int64 {
+	if x != nil {
+		return x.FreedBeforeNs
+	}
+	return 0
+}
+
+type ListSlicesReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Slices        []*SliceRef            `protobuf:"bytes,1,rep,name=slices,proto3" json:"slices,omitempty"`
+	Eof           bool                   `protobuf:"varint,2,opt,name=eof,proto3" json:"eof,omitempty"`
+	NextId        uint64                 `protobuf:"varint,3,opt,name=next_id,json=nextId,proto3" json:"next_id,omitempty"` // ids below this have been handed out
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSlicesReply) Reset() {
+	*x = ListSlicesReply{}
+	mi := &file_meta_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSlicesReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSlicesReply) ProtoMessage() {}
+
+func (x *ListSlicesReply) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSlicesReply.ProtoReflect.Descriptor instead.
+func (*ListSlicesReply) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ListSlicesReply) GetSlices() []*SliceRef {
+	if x != nil {
+		return x.Slices
+	}
+	return nil
+}
+
+func (x *ListSlicesReply) GetEof() bool {
+	if x != nil {
+		return x.Eof
+	}
+	return false
+}
+
+func (x *ListSlicesReply) GetNextId() uint64 {
+	if x != nil {
+		return x.NextId
+	}
+	return 0
+}
+
+type PurgeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ino           uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
+	Ids           []uint64               `protobuf:"varint,7,rep,packed,name=ids,proto3" json:"ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeRequest) Reset() {
+	*x = PurgeRequest{}
+	mi := &file_meta_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeRequest) ProtoMessage() {}
+
+func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeRequest.ProtoReflect.Descriptor instead.
+func (*PurgeRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *PurgeRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *PurgeRequest) GetIds() []uint64 {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
 var File_meta_proto protoreflect.FileDescriptor
 
 const file_meta_proto_rawDesc = "" +
@@ -1862,7 +2812,70 @@ const file_meta_proto_rawDesc = "" +
 	"\x03uid\x18\x05 \x01(\rR\x03uid\x12\x10\n" +
 	"\x03gid\x18\x06 \x01(\rR\x03gid\x12\x16\n" +
 	"\x06groups\x18\a \x03(\rR\x06groups\x12\x18\n" +
-	"\arequest\x18\b \x01(\fR\arequest*\x9d\x02\n" +
+	"\arequest\x18\b \x01(\fR\arequest\"e\n" +
+	"\vVolumeReply\x12\x18\n" +
+	"\astorage\x18\x01 \x01(\tR\astorage\x12\x1d\n" +
+	"\n" +
+	"chunk_size\x18\x02 \x01(\rR\tchunkSize\x12\x1d\n" +
+	"\n" +
+	"block_size\x18\x03 \x01(\rR\tblockSize\"a\n" +
+	"\x05Slice\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\rR\x04size\x12\x10\n" +
+	"\x03off\x18\x03 \x01(\rR\x03off\x12\x10\n" +
+	"\x03len\x18\x04 \x01(\rR\x03len\x12\x10\n" +
+	"\x03pos\x18\x05 \x01(\rR\x03pos\"<\n" +
+	"\x12AllocSlicesRequest\x12\x10\n" +
+	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x14\n" +
+	"\x05count\x18\a \x01(\rR\x05count\">\n" +
+	"\x10AllocSlicesReply\x12\x14\n" +
+	"\x05first\x18\x01 \x01(\x04R\x05first\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\rR\x05count\"O\n" +
+	"\n" +
+	"SliceWrite\x12\x14\n" +
+	"\x05chunk\x18\x01 \x01(\rR\x05chunk\x12+\n" +
+	"\x05slice\x18\x02 \x01(\v2\x15.canopy.meta.v1.SliceR\x05slice\"\x84\x01\n" +
+	"\rCommitRequest\x12\x10\n" +
+	"\x03ino\x18\x01 \x01(\x04R\x03ino\x122\n" +
+	"\x06writes\x18\a \x03(\v2\x1a.canopy.meta.v1.SliceWriteR\x06writes\x12\x12\n" +
+	"\x04size\x18\b \x01(\x04R\x04size\x12\x19\n" +
+	"\bmtime_ns\x18\t \x01(\x03R\amtimeNs\"Q\n" +
+	"\x11ReadChunksRequest\x12\x10\n" +
+	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x14\n" +
+	"\x05chunk\x18\a \x01(\rR\x05chunk\x12\x14\n" +
+	"\x05count\x18\b \x01(\rR\x05count\"u\n" +
+	"\tChunkView\x12\x14\n" +
+	"\x05chunk\x18\x01 \x01(\rR\x05chunk\x12-\n" +
+	"\x06slices\x18\x02 \x03(\v2\x15.canopy.meta.v1.SliceR\x06slices\x12#\n" +
+	"\rstored_slices\x18\x03 \x01(\rR\fstoredSlices\"n\n" +
+	"\x0fReadChunksReply\x12(\n" +
+	"\x04attr\x18\x01 \x01(\v2\x14.canopy.meta.v1.AttrR\x04attr\x121\n" +
+	"\x06chunks\x18\x02 \x03(\v2\x19.canopy.meta.v1.ChunkViewR\x06chunks\"I\n" +
+	"\vOpenRequest\x12\x10\n" +
+	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x14\n" +
+	"\x05flags\x18\a \x01(\rR\x05flags\"~\n" +
+	"\x0eCompactRequest\x12\x10\n" +
+	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x14\n" +
+	"\x05chunk\x18\a \x01(\rR\x05chunk\x12\x17\n" +
+	"\aold_ids\x18\b \x03(\x04R\x06oldIds\x12+\n" +
+	"\x05slice\x18\t \x01(\v2\x15.canopy.meta.v1.SliceR\x05slice\"I\n" +
+	"\bSliceRef\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\rR\x04size\x12\x19\n" +
+	"\bfreed_ns\x18\x03 \x01(\x03R\afreedNs\"y\n" +
+	"\x11ListSlicesRequest\x12\x10\n" +
+	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x14\n" +
+	"\x05after\x18\a \x01(\x04R\x05after\x12\x14\n" +
+	"\x05limit\x18\b \x01(\rR\x05limit\x12&\n" +
+	"\x0ffreed_before_ns\x18\t \x01(\x03R\rfreedBeforeNs\"n\n" +
+	"\x0fListSlicesReply\x120\n" +
+	"\x06slices\x18\x01 \x03(\v2\x18.canopy.meta.v1.SliceRefR\x06slices\x12\x10\n" +
+	"\x03eof\x18\x02 \x01(\bR\x03eof\x12\x17\n" +
+	"\anext_id\x18\x03 \x01(\x04R\x06nextId\"2\n" +
+	"\fPurgeRequest\x12\x10\n" +
+	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x10\n" +
+	"\x03ids\x18\a \x03(\x04R\x03ids*\xa8\x03\n" +
 	"\x06Method\x12\x16\n" +
 	"\x12METHOD_UNSPECIFIED\x10\x00\x12\b\n" +
 	"\x04NULL\x10\x01\x12\n" +
@@ -1889,7 +2902,19 @@ const file_meta_proto_rawDesc = "" +
 	"\bGETXATTR\x10\x11\x12\f\n" +
 	"\bSETXATTR\x10\x12\x12\r\n" +
 	"\tLISTXATTR\x10\x13\x12\x0f\n" +
-	"\vREMOVEXATTR\x10\x14*\xba\x01\n" +
+	"\vREMOVEXATTR\x10\x14\x12\n" +
+	"\n" +
+	"\x06VOLUME\x10\x15\x12\x10\n" +
+	"\fALLOC_SLICES\x10\x16\x12\n" +
+	"\n" +
+	"\x06COMMIT\x10\x17\x12\x0f\n" +
+	"\vREAD_CHUNKS\x10\x18\x12\b\n" +
+	"\x04OPEN\x10\x19\x12\t\n" +
+	"\x05CLOSE\x10\x1a\x12\v\n" +
+	"\aCOMPACT\x10\x1b\x12\x10\n" +
+	"\fLIST_GARBAGE\x10\x1c\x12\t\n" +
+	"\x05PURGE\x10\x1d\x12\x0f\n" +
+	"\vLIST_SLICES\x10\x1e*\xba\x01\n" +
 	"\vSetattrMask\x12\x10\n" +
 	"\fSETATTR_NONE\x10\x00\x12\x10\n" +
 	"\fSETATTR_MODE\x10\x01\x12\x0f\n" +
@@ -1923,43 +2948,65 @@ func file_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_meta_proto_goTypes = []any{
-	(Method)(0),            // 0: canopy.meta.v1.Method
-	(SetattrMask)(0),       // 1: canopy.meta.v1.SetattrMask
-	(RenameFlag)(0),        // 2: canopy.meta.v1.RenameFlag
-	(XattrFlag)(0),         // 3: canopy.meta.v1.XattrFlag
-	(*Attr)(nil),           // 4: canopy.meta.v1.Attr
-	(*NullRequest)(nil),    // 5: canopy.meta.v1.NullRequest
-	(*NullReply)(nil),      // 6: canopy.meta.v1.NullReply
-	(*Empty)(nil),          // 7: canopy.meta.v1.Empty
-	(*NodeRequest)(nil),    // 8: canopy.meta.v1.NodeRequest
-	(*EntryRequest)(nil),   // 9: canopy.meta.v1.EntryRequest
-	(*CreateRequest)(nil),  // 10: canopy.meta.v1.CreateRequest
-	(*SetattrRequest)(nil), // 11: canopy.meta.v1.SetattrRequest
-	(*RenameRequest)(nil),  // 12: canopy.meta.v1.RenameRequest
-	(*LinkRequest)(nil),    // 13: canopy.meta.v1.LinkRequest
-	(*ReaddirRequest)(nil), // 14: canopy.meta.v1.ReaddirRequest
-	(*Dirent)(nil),         // 15: canopy.meta.v1.Dirent
-	(*ReaddirReply)(nil),   // 16: canopy.meta.v1.ReaddirReply
-	(*AttrReply)(nil),      // 17: canopy.meta.v1.AttrReply
-	(*ReadlinkReply)(nil),  // 18: canopy.meta.v1.ReadlinkReply
-	(*StatfsReply)(nil),    // 19: canopy.meta.v1.StatfsReply
-	(*SummaryReply)(nil),   // 20: canopy.meta.v1.SummaryReply
-	(*XattrRequest)(nil),   // 21: canopy.meta.v1.XattrRequest
-	(*XattrReply)(nil),     // 22: canopy.meta.v1.XattrReply
-	(*XattrListReply)(nil), // 23: canopy.meta.v1.XattrListReply
-	(*LogRecord)(nil),      // 24: canopy.meta.v1.LogRecord
+	(Method)(0),                // 0: canopy.meta.v1.Method
+	(SetattrMask)(0),           // 1: canopy.meta.v1.SetattrMask
+	(RenameFlag)(0),            // 2: canopy.meta.v1.RenameFlag
+	(XattrFlag)(0),             // 3: canopy.meta.v1.XattrFlag
+	(*Attr)(nil),               // 4: canopy.meta.v1.Attr
+	(*NullRequest)(nil),        // 5: canopy.meta.v1.NullRequest
+	(*NullReply)(nil),          // 6: canopy.meta.v1.NullReply
+	(*Empty)(nil),              // 7: canopy.meta.v1.Empty
+	(*NodeRequest)(nil),        // 8: canopy.meta.v1.NodeRequest
+	(*EntryRequest)(nil),       // 9: canopy.meta.v1.EntryRequest
+	(*CreateRequest)(nil),      // 10: canopy.meta.v1.CreateRequest
+	(*SetattrRequest)(nil),     // 11: canopy.meta.v1.SetattrRequest
+	(*RenameRequest)(nil),      // 12: canopy.meta.v1.RenameRequest
+	(*LinkRequest)(nil),        // 13: canopy.meta.v1.LinkRequest
+	(*ReaddirRequest)(nil),     // 14: canopy.meta.v1.ReaddirRequest
+	(*Dirent)(nil),             // 15: canopy.meta.v1.Dirent
+	(*ReaddirReply)(nil),       // 16: canopy.meta.v1.ReaddirReply
+	(*AttrReply)(nil),          // 17: canopy.meta.v1.AttrReply
+	(*ReadlinkReply)(nil),      // 18: canopy.meta.v1.ReadlinkReply
+	(*StatfsReply)(nil),        // 19: canopy.meta.v1.StatfsReply
+	(*SummaryReply)(nil),       // 20: canopy.meta.v1.SummaryReply
+	(*XattrRequest)(nil),       // 21: canopy.meta.v1.XattrRequest
+	(*XattrReply)(nil),         // 22: canopy.meta.v1.XattrReply
+	(*XattrListReply)(nil),     // 23: canopy.meta.v1.XattrListReply
+	(*LogRecord)(nil),          // 24: canopy.meta.v1.LogRecord
+	(*VolumeReply)(nil),        // 25: canopy.meta.v1.VolumeReply
+	(*Slice)(nil),              // 26: canopy.meta.v1.Slice
+	(*AllocSlicesRequest)(nil), // 27: canopy.meta.v1.AllocSlicesRequest
+	(*AllocSlicesReply)(nil),   // 28: canopy.meta.v1.AllocSlicesReply
+	(*SliceWrite)(nil),         // 29: canopy.meta.v1.SliceWrite
+	(*CommitRequest)(nil),      // 30: canopy.meta.v1.CommitRequest
+	(*ReadChunksRequest)(nil),  // 31: canopy.meta.v1.ReadChunksRequest
+	(*ChunkView)(nil),          // 32: canopy.meta.v1.ChunkView
+	(*ReadChunksReply)(nil),    // 33: canopy.meta.v1.ReadChunksReply
+	(*OpenRequest)(nil),        // 34: canopy.meta.v1.OpenRequest
+	(*CompactRequest)(nil),     // 35: canopy.meta.v1.CompactRequest
+	(*SliceRef)(nil),           // 36: canopy.meta.v1.SliceRef
+	(*ListSlicesRequest)(nil),  // 37: canopy.meta.v1.ListSlicesRequest
+	(*ListSlicesReply)(nil),    // 38: canopy.meta.v1.ListSlicesReply
+	(*PurgeRequest)(nil),       // 39: canopy.meta.v1.PurgeRequest
 }
 var file_meta_proto_depIdxs = []int32{
 	4,  // 0: canopy.meta.v1.Dirent.attr:type_name -> canopy.meta.v1.Attr
 	15, // 1: canopy.meta.v1.ReaddirReply.entries:type_name -> canopy.meta.v1.Dirent
 	4,  // 2: canopy.meta.v1.AttrReply.attr:type_name -> canopy.meta.v1.Attr
-	3,  // [3:3] is the sub-list for method output_type
-	3,  // [3:3] is the sub-list for method input_type
-	3,  // [3:3] is the sub-list for extension type_name
-	3,  // [3:3] is the sub-list for extension extendee
-	0,  // [0:3] is the sub-list for field type_name
+	26, // 3: canopy.meta.v1.SliceWrite.slice:type_name -> canopy.meta.v1.Slice
+	29, // 4: canopy.meta.v1.CommitRequest.writes:type_name -> canopy.meta.v1.SliceWrite
+	26, // 5: canopy.meta.v1.ChunkView.slices:type_name -> canopy.meta.v1.Slice
+	4,  // 6: canopy.meta.v1.ReadChunksReply.attr:type_name -> canopy.meta.v1.Attr
+	32, // 7: canopy.meta.v1.ReadChunksReply.chunks:type_name -> canopy.meta.v1.ChunkView
+	26, // 8: canopy.meta.v1.CompactRequest.slice:type_name -> canopy.meta.v1.Slice
+	36, // 9: canopy.meta.v1.ListSlicesReply.slices:type_name -> canopy.meta.v1.SliceRef
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_meta_proto_init() }
@@ -1973,7 +3020,7 @@ func file_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meta_proto_rawDesc), len(file_meta_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   21,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
