@@ -75,6 +75,10 @@ const (
 	Method_LIST_GARBAGE Method = 28 // ListSlicesRequest -> ListSlicesReply: slices no file uses any more
 	Method_PURGE        Method = 29 // PurgeRequest -> Empty (mutation): forget garbage slices whose objects are gone
 	Method_LIST_SLICES  Method = 30 // ListSlicesRequest -> ListSlicesReply: slices files use (for fsck)
+	// Federation (40-59): mount and routing tables, kept in the root
+	// partition; see docs/router.md.
+	Method_TABLES_GET    Method = 40 // TablesRequest -> TablesReply (long-polls with wait_ms)
+	Method_TABLES_UPDATE Method = 41 // TablesUpdate -> TablesReply (mutation)
 )
 
 // Enum value maps for Method.
@@ -111,6 +115,8 @@ var (
 		28: "LIST_GARBAGE",
 		29: "PURGE",
 		30: "LIST_SLICES",
+		40: "TABLES_GET",
+		41: "TABLES_UPDATE",
 	}
 	Method_value = map[string]int32{
 		"METHOD_UNSPECIFIED": 0,
@@ -144,6 +150,8 @@ var (
 		"LIST_GARBAGE":       28,
 		"PURGE":              29,
 		"LIST_SLICES":        30,
+		"TABLES_GET":         40,
+		"TABLES_UPDATE":      41,
 	}
 )
 
@@ -510,6 +518,52 @@ func (x *NullRequest) GetData() []byte {
 	return nil
 }
 
+// ErrorDetail may be the payload of an error reply (status != 0): a
+// sentence for people, for example which two mount points an EXDEV spans.
+type ErrorDetail struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Message       string                 `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ErrorDetail) Reset() {
+	*x = ErrorDetail{}
+	mi := &file_meta_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ErrorDetail) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ErrorDetail) ProtoMessage() {}
+
+func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
+func (*ErrorDetail) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ErrorDetail) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 type NullReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
@@ -519,7 +573,7 @@ type NullReply struct {
 
 func (x *NullReply) Reset() {
 	*x = NullReply{}
-	mi := &file_meta_proto_msgTypes[2]
+	mi := &file_meta_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -531,7 +585,7 @@ func (x *NullReply) String() string {
 func (*NullReply) ProtoMessage() {}
 
 func (x *NullReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[2]
+	mi := &file_meta_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -544,7 +598,7 @@ func (x *NullReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NullReply.ProtoReflect.Descriptor instead.
 func (*NullReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{2}
+	return file_meta_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *NullReply) GetData() []byte {
@@ -562,7 +616,7 @@ type Empty struct {
 
 func (x *Empty) Reset() {
 	*x = Empty{}
-	mi := &file_meta_proto_msgTypes[3]
+	mi := &file_meta_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -574,7 +628,7 @@ func (x *Empty) String() string {
 func (*Empty) ProtoMessage() {}
 
 func (x *Empty) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[3]
+	mi := &file_meta_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -587,7 +641,7 @@ func (x *Empty) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Empty.ProtoReflect.Descriptor instead.
 func (*Empty) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{3}
+	return file_meta_proto_rawDescGZIP(), []int{4}
 }
 
 // NodeRequest names an existing node by inode or path.
@@ -602,7 +656,7 @@ type NodeRequest struct {
 
 func (x *NodeRequest) Reset() {
 	*x = NodeRequest{}
-	mi := &file_meta_proto_msgTypes[4]
+	mi := &file_meta_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -614,7 +668,7 @@ func (x *NodeRequest) String() string {
 func (*NodeRequest) ProtoMessage() {}
 
 func (x *NodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[4]
+	mi := &file_meta_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -627,7 +681,7 @@ func (x *NodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRequest.ProtoReflect.Descriptor instead.
 func (*NodeRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{4}
+	return file_meta_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *NodeRequest) GetIno() uint64 {
@@ -663,7 +717,7 @@ type EntryRequest struct {
 
 func (x *EntryRequest) Reset() {
 	*x = EntryRequest{}
-	mi := &file_meta_proto_msgTypes[5]
+	mi := &file_meta_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -675,7 +729,7 @@ func (x *EntryRequest) String() string {
 func (*EntryRequest) ProtoMessage() {}
 
 func (x *EntryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[5]
+	mi := &file_meta_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -688,7 +742,7 @@ func (x *EntryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntryRequest.ProtoReflect.Descriptor instead.
 func (*EntryRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{5}
+	return file_meta_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *EntryRequest) GetParent() uint64 {
@@ -726,7 +780,7 @@ type CreateRequest struct {
 
 func (x *CreateRequest) Reset() {
 	*x = CreateRequest{}
-	mi := &file_meta_proto_msgTypes[6]
+	mi := &file_meta_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -738,7 +792,7 @@ func (x *CreateRequest) String() string {
 func (*CreateRequest) ProtoMessage() {}
 
 func (x *CreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[6]
+	mi := &file_meta_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -751,7 +805,7 @@ func (x *CreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRequest.ProtoReflect.Descriptor instead.
 func (*CreateRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{6}
+	return file_meta_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CreateRequest) GetParent() uint64 {
@@ -813,7 +867,7 @@ type SetattrRequest struct {
 
 func (x *SetattrRequest) Reset() {
 	*x = SetattrRequest{}
-	mi := &file_meta_proto_msgTypes[7]
+	mi := &file_meta_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -825,7 +879,7 @@ func (x *SetattrRequest) String() string {
 func (*SetattrRequest) ProtoMessage() {}
 
 func (x *SetattrRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[7]
+	mi := &file_meta_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -838,7 +892,7 @@ func (x *SetattrRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetattrRequest.ProtoReflect.Descriptor instead.
 func (*SetattrRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{7}
+	return file_meta_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SetattrRequest) GetIno() uint64 {
@@ -919,7 +973,7 @@ type RenameRequest struct {
 
 func (x *RenameRequest) Reset() {
 	*x = RenameRequest{}
-	mi := &file_meta_proto_msgTypes[8]
+	mi := &file_meta_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -931,7 +985,7 @@ func (x *RenameRequest) String() string {
 func (*RenameRequest) ProtoMessage() {}
 
 func (x *RenameRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[8]
+	mi := &file_meta_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -944,7 +998,7 @@ func (x *RenameRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameRequest.ProtoReflect.Descriptor instead.
 func (*RenameRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{8}
+	return file_meta_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RenameRequest) GetParent() uint64 {
@@ -1009,7 +1063,7 @@ type LinkRequest struct {
 
 func (x *LinkRequest) Reset() {
 	*x = LinkRequest{}
-	mi := &file_meta_proto_msgTypes[9]
+	mi := &file_meta_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1021,7 +1075,7 @@ func (x *LinkRequest) String() string {
 func (*LinkRequest) ProtoMessage() {}
 
 func (x *LinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[9]
+	mi := &file_meta_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1034,7 +1088,7 @@ func (x *LinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinkRequest.ProtoReflect.Descriptor instead.
 func (*LinkRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{9}
+	return file_meta_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *LinkRequest) GetIno() uint64 {
@@ -1085,7 +1139,7 @@ type ReaddirRequest struct {
 
 func (x *ReaddirRequest) Reset() {
 	*x = ReaddirRequest{}
-	mi := &file_meta_proto_msgTypes[10]
+	mi := &file_meta_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1097,7 +1151,7 @@ func (x *ReaddirRequest) String() string {
 func (*ReaddirRequest) ProtoMessage() {}
 
 func (x *ReaddirRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[10]
+	mi := &file_meta_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1110,7 +1164,7 @@ func (x *ReaddirRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReaddirRequest.ProtoReflect.Descriptor instead.
 func (*ReaddirRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{10}
+	return file_meta_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReaddirRequest) GetIno() uint64 {
@@ -1160,7 +1214,7 @@ type Dirent struct {
 
 func (x *Dirent) Reset() {
 	*x = Dirent{}
-	mi := &file_meta_proto_msgTypes[11]
+	mi := &file_meta_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1226,7 @@ func (x *Dirent) String() string {
 func (*Dirent) ProtoMessage() {}
 
 func (x *Dirent) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[11]
+	mi := &file_meta_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1239,7 @@ func (x *Dirent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Dirent.ProtoReflect.Descriptor instead.
 func (*Dirent) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{11}
+	return file_meta_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Dirent) GetName() string {
@@ -1227,7 +1281,7 @@ type ReaddirReply struct {
 
 func (x *ReaddirReply) Reset() {
 	*x = ReaddirReply{}
-	mi := &file_meta_proto_msgTypes[12]
+	mi := &file_meta_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1239,7 +1293,7 @@ func (x *ReaddirReply) String() string {
 func (*ReaddirReply) ProtoMessage() {}
 
 func (x *ReaddirReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[12]
+	mi := &file_meta_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1252,7 +1306,7 @@ func (x *ReaddirReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReaddirReply.ProtoReflect.Descriptor instead.
 func (*ReaddirReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{12}
+	return file_meta_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReaddirReply) GetEntries() []*Dirent {
@@ -1285,7 +1339,7 @@ type AttrReply struct {
 
 func (x *AttrReply) Reset() {
 	*x = AttrReply{}
-	mi := &file_meta_proto_msgTypes[13]
+	mi := &file_meta_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1297,7 +1351,7 @@ func (x *AttrReply) String() string {
 func (*AttrReply) ProtoMessage() {}
 
 func (x *AttrReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[13]
+	mi := &file_meta_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1310,7 +1364,7 @@ func (x *AttrReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttrReply.ProtoReflect.Descriptor instead.
 func (*AttrReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{13}
+	return file_meta_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AttrReply) GetAttr() *Attr {
@@ -1329,7 +1383,7 @@ type ReadlinkReply struct {
 
 func (x *ReadlinkReply) Reset() {
 	*x = ReadlinkReply{}
-	mi := &file_meta_proto_msgTypes[14]
+	mi := &file_meta_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1341,7 +1395,7 @@ func (x *ReadlinkReply) String() string {
 func (*ReadlinkReply) ProtoMessage() {}
 
 func (x *ReadlinkReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[14]
+	mi := &file_meta_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1354,7 +1408,7 @@ func (x *ReadlinkReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadlinkReply.ProtoReflect.Descriptor instead.
 func (*ReadlinkReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{14}
+	return file_meta_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReadlinkReply) GetTarget() string {
@@ -1378,7 +1432,7 @@ type StatfsReply struct {
 
 func (x *StatfsReply) Reset() {
 	*x = StatfsReply{}
-	mi := &file_meta_proto_msgTypes[15]
+	mi := &file_meta_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1390,7 +1444,7 @@ func (x *StatfsReply) String() string {
 func (*StatfsReply) ProtoMessage() {}
 
 func (x *StatfsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[15]
+	mi := &file_meta_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1403,7 +1457,7 @@ func (x *StatfsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatfsReply.ProtoReflect.Descriptor instead.
 func (*StatfsReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{15}
+	return file_meta_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StatfsReply) GetTotalBytes() uint64 {
@@ -1460,7 +1514,7 @@ type SummaryReply struct {
 
 func (x *SummaryReply) Reset() {
 	*x = SummaryReply{}
-	mi := &file_meta_proto_msgTypes[16]
+	mi := &file_meta_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1472,7 +1526,7 @@ func (x *SummaryReply) String() string {
 func (*SummaryReply) ProtoMessage() {}
 
 func (x *SummaryReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[16]
+	mi := &file_meta_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1485,7 +1539,7 @@ func (x *SummaryReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SummaryReply.ProtoReflect.Descriptor instead.
 func (*SummaryReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{16}
+	return file_meta_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SummaryReply) GetDirs() uint64 {
@@ -1522,7 +1576,7 @@ type XattrRequest struct {
 
 func (x *XattrRequest) Reset() {
 	*x = XattrRequest{}
-	mi := &file_meta_proto_msgTypes[17]
+	mi := &file_meta_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1534,7 +1588,7 @@ func (x *XattrRequest) String() string {
 func (*XattrRequest) ProtoMessage() {}
 
 func (x *XattrRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[17]
+	mi := &file_meta_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1547,7 +1601,7 @@ func (x *XattrRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XattrRequest.ProtoReflect.Descriptor instead.
 func (*XattrRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{17}
+	return file_meta_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *XattrRequest) GetIno() uint64 {
@@ -1594,7 +1648,7 @@ type XattrReply struct {
 
 func (x *XattrReply) Reset() {
 	*x = XattrReply{}
-	mi := &file_meta_proto_msgTypes[18]
+	mi := &file_meta_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1606,7 +1660,7 @@ func (x *XattrReply) String() string {
 func (*XattrReply) ProtoMessage() {}
 
 func (x *XattrReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[18]
+	mi := &file_meta_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1619,7 +1673,7 @@ func (x *XattrReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XattrReply.ProtoReflect.Descriptor instead.
 func (*XattrReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{18}
+	return file_meta_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *XattrReply) GetValue() []byte {
@@ -1638,7 +1692,7 @@ type XattrListReply struct {
 
 func (x *XattrListReply) Reset() {
 	*x = XattrListReply{}
-	mi := &file_meta_proto_msgTypes[19]
+	mi := &file_meta_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1650,7 +1704,7 @@ func (x *XattrListReply) String() string {
 func (*XattrListReply) ProtoMessage() {}
 
 func (x *XattrListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[19]
+	mi := &file_meta_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1663,7 +1717,7 @@ func (x *XattrListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XattrListReply.ProtoReflect.Descriptor instead.
 func (*XattrListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{19}
+	return file_meta_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *XattrListReply) GetNames() []string {
@@ -1692,7 +1746,7 @@ type LogRecord struct {
 
 func (x *LogRecord) Reset() {
 	*x = LogRecord{}
-	mi := &file_meta_proto_msgTypes[20]
+	mi := &file_meta_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1704,7 +1758,7 @@ func (x *LogRecord) String() string {
 func (*LogRecord) ProtoMessage() {}
 
 func (x *LogRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[20]
+	mi := &file_meta_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1717,7 +1771,7 @@ func (x *LogRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogRecord.ProtoReflect.Descriptor instead.
 func (*LogRecord) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{20}
+	return file_meta_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *LogRecord) GetTimeNs() int64 {
@@ -1787,7 +1841,7 @@ type VolumeReply struct {
 
 func (x *VolumeReply) Reset() {
 	*x = VolumeReply{}
-	mi := &file_meta_proto_msgTypes[21]
+	mi := &file_meta_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1799,7 +1853,7 @@ func (x *VolumeReply) String() string {
 func (*VolumeReply) ProtoMessage() {}
 
 func (x *VolumeReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[21]
+	mi := &file_meta_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1812,7 +1866,7 @@ func (x *VolumeReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeReply.ProtoReflect.Descriptor instead.
 func (*VolumeReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{21}
+	return file_meta_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *VolumeReply) GetStorage() string {
@@ -1852,7 +1906,7 @@ type Slice struct {
 
 func (x *Slice) Reset() {
 	*x = Slice{}
-	mi := &file_meta_proto_msgTypes[22]
+	mi := &file_meta_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1864,7 +1918,7 @@ func (x *Slice) String() string {
 func (*Slice) ProtoMessage() {}
 
 func (x *Slice) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[22]
+	mi := &file_meta_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1877,7 +1931,7 @@ func (x *Slice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Slice.ProtoReflect.Descriptor instead.
 func (*Slice) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{22}
+	return file_meta_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Slice) GetId() uint64 {
@@ -1927,7 +1981,7 @@ type AllocSlicesRequest struct {
 
 func (x *AllocSlicesRequest) Reset() {
 	*x = AllocSlicesRequest{}
-	mi := &file_meta_proto_msgTypes[23]
+	mi := &file_meta_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1939,7 +1993,7 @@ func (x *AllocSlicesRequest) String() string {
 func (*AllocSlicesRequest) ProtoMessage() {}
 
 func (x *AllocSlicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[23]
+	mi := &file_meta_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1952,7 +2006,7 @@ func (x *AllocSlicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocSlicesRequest.ProtoReflect.Descriptor instead.
 func (*AllocSlicesRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{23}
+	return file_meta_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AllocSlicesRequest) GetIno() uint64 {
@@ -1979,7 +2033,7 @@ type AllocSlicesReply struct {
 
 func (x *AllocSlicesReply) Reset() {
 	*x = AllocSlicesReply{}
-	mi := &file_meta_proto_msgTypes[24]
+	mi := &file_meta_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1991,7 +2045,7 @@ func (x *AllocSlicesReply) String() string {
 func (*AllocSlicesReply) ProtoMessage() {}
 
 func (x *AllocSlicesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[24]
+	mi := &file_meta_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2004,7 +2058,7 @@ func (x *AllocSlicesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocSlicesReply.ProtoReflect.Descriptor instead.
 func (*AllocSlicesReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{24}
+	return file_meta_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AllocSlicesReply) GetFirst() uint64 {
@@ -2031,7 +2085,7 @@ type SliceWrite struct {
 
 func (x *SliceWrite) Reset() {
 	*x = SliceWrite{}
-	mi := &file_meta_proto_msgTypes[25]
+	mi := &file_meta_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2043,7 +2097,7 @@ func (x *SliceWrite) String() string {
 func (*SliceWrite) ProtoMessage() {}
 
 func (x *SliceWrite) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[25]
+	mi := &file_meta_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2056,7 +2110,7 @@ func (x *SliceWrite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SliceWrite.ProtoReflect.Descriptor instead.
 func (*SliceWrite) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{25}
+	return file_meta_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SliceWrite) GetChunk() uint32 {
@@ -2087,7 +2141,7 @@ type CommitRequest struct {
 
 func (x *CommitRequest) Reset() {
 	*x = CommitRequest{}
-	mi := &file_meta_proto_msgTypes[26]
+	mi := &file_meta_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2099,7 +2153,7 @@ func (x *CommitRequest) String() string {
 func (*CommitRequest) ProtoMessage() {}
 
 func (x *CommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[26]
+	mi := &file_meta_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2112,7 +2166,7 @@ func (x *CommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRequest.ProtoReflect.Descriptor instead.
 func (*CommitRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{26}
+	return file_meta_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CommitRequest) GetIno() uint64 {
@@ -2155,7 +2209,7 @@ type ReadChunksRequest struct {
 
 func (x *ReadChunksRequest) Reset() {
 	*x = ReadChunksRequest{}
-	mi := &file_meta_proto_msgTypes[27]
+	mi := &file_meta_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2167,7 +2221,7 @@ func (x *ReadChunksRequest) String() string {
 func (*ReadChunksRequest) ProtoMessage() {}
 
 func (x *ReadChunksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[27]
+	mi := &file_meta_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2180,7 +2234,7 @@ func (x *ReadChunksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadChunksRequest.ProtoReflect.Descriptor instead.
 func (*ReadChunksRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{27}
+	return file_meta_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReadChunksRequest) GetIno() uint64 {
@@ -2217,7 +2271,7 @@ type ChunkView struct {
 
 func (x *ChunkView) Reset() {
 	*x = ChunkView{}
-	mi := &file_meta_proto_msgTypes[28]
+	mi := &file_meta_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2229,7 +2283,7 @@ func (x *ChunkView) String() string {
 func (*ChunkView) ProtoMessage() {}
 
 func (x *ChunkView) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[28]
+	mi := &file_meta_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2242,7 +2296,7 @@ func (x *ChunkView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChunkView.ProtoReflect.Descriptor instead.
 func (*ChunkView) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{28}
+	return file_meta_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ChunkView) GetChunk() uint32 {
@@ -2276,7 +2330,7 @@ type ReadChunksReply struct {
 
 func (x *ReadChunksReply) Reset() {
 	*x = ReadChunksReply{}
-	mi := &file_meta_proto_msgTypes[29]
+	mi := &file_meta_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2288,7 +2342,7 @@ func (x *ReadChunksReply) String() string {
 func (*ReadChunksReply) ProtoMessage() {}
 
 func (x *ReadChunksReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[29]
+	mi := &file_meta_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2301,7 +2355,7 @@ func (x *ReadChunksReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadChunksReply.ProtoReflect.Descriptor instead.
 func (*ReadChunksReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{29}
+	return file_meta_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReadChunksReply) GetAttr() *Attr {
@@ -2332,7 +2386,7 @@ type OpenRequest struct {
 
 func (x *OpenRequest) Reset() {
 	*x = OpenRequest{}
-	mi := &file_meta_proto_msgTypes[30]
+	mi := &file_meta_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2344,7 +2398,7 @@ func (x *OpenRequest) String() string {
 func (*OpenRequest) ProtoMessage() {}
 
 func (x *OpenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[30]
+	mi := &file_meta_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2357,7 +2411,7 @@ func (x *OpenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenRequest.ProtoReflect.Descriptor instead.
 func (*OpenRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{30}
+	return file_meta_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *OpenRequest) GetIno() uint64 {
@@ -2395,7 +2449,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_meta_proto_msgTypes[31]
+	mi := &file_meta_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2407,7 +2461,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[31]
+	mi := &file_meta_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2420,7 +2474,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{31}
+	return file_meta_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CompactRequest) GetIno() uint64 {
@@ -2462,7 +2516,7 @@ type SliceRef struct {
 
 func (x *SliceRef) Reset() {
 	*x = SliceRef{}
-	mi := &file_meta_proto_msgTypes[32]
+	mi := &file_meta_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2474,7 +2528,7 @@ func (x *SliceRef) String() string {
 func (*SliceRef) ProtoMessage() {}
 
 func (x *SliceRef) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[32]
+	mi := &file_meta_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2487,7 +2541,7 @@ func (x *SliceRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SliceRef.ProtoReflect.Descriptor instead.
 func (*SliceRef) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{32}
+	return file_meta_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SliceRef) GetId() uint64 {
@@ -2524,7 +2578,7 @@ type ListSlicesRequest struct {
 
 func (x *ListSlicesRequest) Reset() {
 	*x = ListSlicesRequest{}
-	mi := &file_meta_proto_msgTypes[33]
+	mi := &file_meta_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2536,7 +2590,7 @@ func (x *ListSlicesRequest) String() string {
 func (*ListSlicesRequest) ProtoMessage() {}
 
 func (x *ListSlicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[33]
+	mi := &file_meta_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2549,7 +2603,7 @@ func (x *ListSlicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSlicesRequest.ProtoReflect.Descriptor instead.
 func (*ListSlicesRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{33}
+	return file_meta_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListSlicesRequest) GetIno() uint64 {
@@ -2591,7 +2645,7 @@ type ListSlicesReply struct {
 
 func (x *ListSlicesReply) Reset() {
 	*x = ListSlicesReply{}
-	mi := &file_meta_proto_msgTypes[34]
+	mi := &file_meta_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2603,7 +2657,7 @@ func (x *ListSlicesReply) String() string {
 func (*ListSlicesReply) ProtoMessage() {}
 
 func (x *ListSlicesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[34]
+	mi := &file_meta_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2616,7 +2670,7 @@ func (x *ListSlicesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSlicesReply.ProtoReflect.Descriptor instead.
 func (*ListSlicesReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{34}
+	return file_meta_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListSlicesReply) GetSlices() []*SliceRef {
@@ -2650,7 +2704,7 @@ type PurgeRequest struct {
 
 func (x *PurgeRequest) Reset() {
 	*x = PurgeRequest{}
-	mi := &file_meta_proto_msgTypes[35]
+	mi := &file_meta_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2662,7 +2716,7 @@ func (x *PurgeRequest) String() string {
 func (*PurgeRequest) ProtoMessage() {}
 
 func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[35]
+	mi := &file_meta_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2675,7 +2729,7 @@ func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeRequest.ProtoReflect.Descriptor instead.
 func (*PurgeRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{35}
+	return file_meta_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PurgeRequest) GetIno() uint64 {
@@ -2688,6 +2742,333 @@ func (x *PurgeRequest) GetIno() uint64 {
 func (x *PurgeRequest) GetIds() []uint64 {
 	if x != nil {
 		return x.Ids
+	}
+	return nil
+}
+
+// MountEntry maps a path prefix of the namespace to a path inside a
+// virtual partition. Paths are normalized (see internal/mount).
+type MountEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Prefix        string                 `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	Vpart         uint32                 `protobuf:"varint,2,opt,name=vpart,proto3" json:"vpart,omitempty"`  // < 4096; inode numbers of that partition carry it
+	Target        string                 `protobuf:"bytes,3,opt,name=target,proto3" json:"target,omitempty"` // path inside the partition
+	ReadOnly      bool                   `protobuf:"varint,4,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MountEntry) Reset() {
+	*x = MountEntry{}
+	mi := &file_meta_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MountEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MountEntry) ProtoMessage() {}
+
+func (x *MountEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MountEntry.ProtoReflect.Descriptor instead.
+func (*MountEntry) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *MountEntry) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *MountEntry) GetVpart() uint32 {
+	if x != nil {
+		return x.Vpart
+	}
+	return 0
+}
+
+func (x *MountEntry) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *MountEntry) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
+}
+
+// Route maps a virtual partition to the addresses of the metadata group
+// that serves it (one per replica).
+type Route struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Vpart         uint32                 `protobuf:"varint,1,opt,name=vpart,proto3" json:"vpart,omitempty"`
+	Addrs         []string               `protobuf:"bytes,2,rep,name=addrs,proto3" json:"addrs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Route) Reset() {
+	*x = Route{}
+	mi := &file_meta_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Route) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Route) ProtoMessage() {}
+
+func (x *Route) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Route.ProtoReflect.Descriptor instead.
+func (*Route) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *Route) GetVpart() uint32 {
+	if x != nil {
+		return x.Vpart
+	}
+	return 0
+}
+
+func (x *Route) GetAddrs() []string {
+	if x != nil {
+		return x.Addrs
+	}
+	return nil
+}
+
+// TablesRequest reads the mount and routing tables. With wait_ms > 0 and
+// known_version equal to the current version, the reply waits until the
+// tables change or wait_ms passes (long poll).
+type TablesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ino           uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"` // the root partition's root (routing field)
+	KnownVersion  uint64                 `protobuf:"varint,7,opt,name=known_version,json=knownVersion,proto3" json:"known_version,omitempty"`
+	WaitMs        uint32                 `protobuf:"varint,8,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TablesRequest) Reset() {
+	*x = TablesRequest{}
+	mi := &file_meta_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TablesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TablesRequest) ProtoMessage() {}
+
+func (x *TablesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TablesRequest.ProtoReflect.Descriptor instead.
+func (*TablesRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *TablesRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *TablesRequest) GetKnownVersion() uint64 {
+	if x != nil {
+		return x.KnownVersion
+	}
+	return 0
+}
+
+func (x *TablesRequest) GetWaitMs() uint32 {
+	if x != nil {
+		return x.WaitMs
+	}
+	return 0
+}
+
+// TablesReply is the whole of both tables at one version. Every change to
+// either table increments the version.
+type TablesReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	Mounts        []*MountEntry          `protobuf:"bytes,2,rep,name=mounts,proto3" json:"mounts,omitempty"` // sorted by prefix
+	Routes        []*Route               `protobuf:"bytes,3,rep,name=routes,proto3" json:"routes,omitempty"` // sorted by vpart
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TablesReply) Reset() {
+	*x = TablesReply{}
+	mi := &file_meta_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TablesReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TablesReply) ProtoMessage() {}
+
+func (x *TablesReply) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TablesReply.ProtoReflect.Descriptor instead.
+func (*TablesReply) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *TablesReply) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *TablesReply) GetMounts() []*MountEntry {
+	if x != nil {
+		return x.Mounts
+	}
+	return nil
+}
+
+func (x *TablesReply) GetRoutes() []*Route {
+	if x != nil {
+		return x.Routes
+	}
+	return nil
+}
+
+// TablesUpdate edits the tables atomically. With expected_version != 0 it
+// fails with ESTALE unless the tables are at that version.
+type TablesUpdate struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Ino             uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
+	ExpectedVersion uint64                 `protobuf:"varint,7,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
+	SetMounts       []*MountEntry          `protobuf:"bytes,8,rep,name=set_mounts,json=setMounts,proto3" json:"set_mounts,omitempty"`          // add or replace by prefix
+	RemoveMounts    []string               `protobuf:"bytes,9,rep,name=remove_mounts,json=removeMounts,proto3" json:"remove_mounts,omitempty"` // prefixes
+	SetRoutes       []*Route               `protobuf:"bytes,10,rep,name=set_routes,json=setRoutes,proto3" json:"set_routes,omitempty"`         // replace the vpart's addresses; none removes it
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *TablesUpdate) Reset() {
+	*x = TablesUpdate{}
+	mi := &file_meta_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TablesUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TablesUpdate) ProtoMessage() {}
+
+func (x *TablesUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TablesUpdate.ProtoReflect.Descriptor instead.
+func (*TablesUpdate) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *TablesUpdate) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *TablesUpdate) GetExpectedVersion() uint64 {
+	if x != nil {
+		return x.ExpectedVersion
+	}
+	return 0
+}
+
+func (x *TablesUpdate) GetSetMounts() []*MountEntry {
+	if x != nil {
+		return x.SetMounts
+	}
+	return nil
+}
+
+func (x *TablesUpdate) GetRemoveMounts() []string {
+	if x != nil {
+		return x.RemoveMounts
+	}
+	return nil
+}
+
+func (x *TablesUpdate) GetSetRoutes() []*Route {
+	if x != nil {
+		return x.SetRoutes
 	}
 	return nil
 }
@@ -2712,7 +3093,9 @@ const file_meta_proto_rawDesc = "" +
 	" \x01(\rR\x04rdev\x12\x16\n" +
 	"\x06blocks\x18\v \x01(\x04R\x06blocks\"!\n" +
 	"\vNullRequest\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data\"\x1f\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"'\n" +
+	"\vErrorDetail\x12\x18\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage\"\x1f\n" +
 	"\tNullReply\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"\a\n" +
 	"\x05Empty\"O\n" +
@@ -2875,7 +3258,33 @@ const file_meta_proto_rawDesc = "" +
 	"\anext_id\x18\x03 \x01(\x04R\x06nextId\"2\n" +
 	"\fPurgeRequest\x12\x10\n" +
 	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x10\n" +
-	"\x03ids\x18\a \x03(\x04R\x03ids*\xa8\x03\n" +
+	"\x03ids\x18\a \x03(\x04R\x03ids\"o\n" +
+	"\n" +
+	"MountEntry\x12\x16\n" +
+	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x14\n" +
+	"\x05vpart\x18\x02 \x01(\rR\x05vpart\x12\x16\n" +
+	"\x06target\x18\x03 \x01(\tR\x06target\x12\x1b\n" +
+	"\tread_only\x18\x04 \x01(\bR\breadOnly\"3\n" +
+	"\x05Route\x12\x14\n" +
+	"\x05vpart\x18\x01 \x01(\rR\x05vpart\x12\x14\n" +
+	"\x05addrs\x18\x02 \x03(\tR\x05addrs\"_\n" +
+	"\rTablesRequest\x12\x10\n" +
+	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12#\n" +
+	"\rknown_version\x18\a \x01(\x04R\fknownVersion\x12\x17\n" +
+	"\await_ms\x18\b \x01(\rR\x06waitMs\"\x8a\x01\n" +
+	"\vTablesReply\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\x122\n" +
+	"\x06mounts\x18\x02 \x03(\v2\x1a.canopy.meta.v1.MountEntryR\x06mounts\x12-\n" +
+	"\x06routes\x18\x03 \x03(\v2\x15.canopy.meta.v1.RouteR\x06routes\"\xe1\x01\n" +
+	"\fTablesUpdate\x12\x10\n" +
+	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12)\n" +
+	"\x10expected_version\x18\a \x01(\x04R\x0fexpectedVersion\x129\n" +
+	"\n" +
+	"set_mounts\x18\b \x03(\v2\x1a.canopy.meta.v1.MountEntryR\tsetMounts\x12#\n" +
+	"\rremove_mounts\x18\t \x03(\tR\fremoveMounts\x124\n" +
+	"\n" +
+	"set_routes\x18\n" +
+	" \x03(\v2\x15.canopy.meta.v1.RouteR\tsetRoutes*\xcb\x03\n" +
 	"\x06Method\x12\x16\n" +
 	"\x12METHOD_UNSPECIFIED\x10\x00\x12\b\n" +
 	"\x04NULL\x10\x01\x12\n" +
@@ -2914,7 +3323,10 @@ const file_meta_proto_rawDesc = "" +
 	"\aCOMPACT\x10\x1b\x12\x10\n" +
 	"\fLIST_GARBAGE\x10\x1c\x12\t\n" +
 	"\x05PURGE\x10\x1d\x12\x0f\n" +
-	"\vLIST_SLICES\x10\x1e*\xba\x01\n" +
+	"\vLIST_SLICES\x10\x1e\x12\x0e\n" +
+	"\n" +
+	"TABLES_GET\x10(\x12\x11\n" +
+	"\rTABLES_UPDATE\x10)*\xba\x01\n" +
 	"\vSetattrMask\x12\x10\n" +
 	"\fSETATTR_NONE\x10\x00\x12\x10\n" +
 	"\fSETATTR_MODE\x10\x01\x12\x0f\n" +
@@ -2948,7 +3360,7 @@ func file_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_meta_proto_goTypes = []any{
 	(Method)(0),                // 0: canopy.meta.v1.Method
 	(SetattrMask)(0),           // 1: canopy.meta.v1.SetattrMask
@@ -2956,57 +3368,67 @@ var file_meta_proto_goTypes = []any{
 	(XattrFlag)(0),             // 3: canopy.meta.v1.XattrFlag
 	(*Attr)(nil),               // 4: canopy.meta.v1.Attr
 	(*NullRequest)(nil),        // 5: canopy.meta.v1.NullRequest
-	(*NullReply)(nil),          // 6: canopy.meta.v1.NullReply
-	(*Empty)(nil),              // 7: canopy.meta.v1.Empty
-	(*NodeRequest)(nil),        // 8: canopy.meta.v1.NodeRequest
-	(*EntryRequest)(nil),       // 9: canopy.meta.v1.EntryRequest
-	(*CreateRequest)(nil),      // 10: canopy.meta.v1.CreateRequest
-	(*SetattrRequest)(nil),     // 11: canopy.meta.v1.SetattrRequest
-	(*RenameRequest)(nil),      // 12: canopy.meta.v1.RenameRequest
-	(*LinkRequest)(nil),        // 13: canopy.meta.v1.LinkRequest
-	(*ReaddirRequest)(nil),     // 14: canopy.meta.v1.ReaddirRequest
-	(*Dirent)(nil),             // 15: canopy.meta.v1.Dirent
-	(*ReaddirReply)(nil),       // 16: canopy.meta.v1.ReaddirReply
-	(*AttrReply)(nil),          // 17: canopy.meta.v1.AttrReply
-	(*ReadlinkReply)(nil),      // 18: canopy.meta.v1.ReadlinkReply
-	(*StatfsReply)(nil),        // 19: canopy.meta.v1.StatfsReply
-	(*SummaryReply)(nil),       // 20: canopy.meta.v1.SummaryReply
-	(*XattrRequest)(nil),       // 21: canopy.meta.v1.XattrRequest
-	(*XattrReply)(nil),         // 22: canopy.meta.v1.XattrReply
-	(*XattrListReply)(nil),     // 23: canopy.meta.v1.XattrListReply
-	(*LogRecord)(nil),          // 24: canopy.meta.v1.LogRecord
-	(*VolumeReply)(nil),        // 25: canopy.meta.v1.VolumeReply
-	(*Slice)(nil),              // 26: canopy.meta.v1.Slice
-	(*AllocSlicesRequest)(nil), // 27: canopy.meta.v1.AllocSlicesRequest
-	(*AllocSlicesReply)(nil),   // 28: canopy.meta.v1.AllocSlicesReply
-	(*SliceWrite)(nil),         // 29: canopy.meta.v1.SliceWrite
-	(*CommitRequest)(nil),      // 30: canopy.meta.v1.CommitRequest
-	(*ReadChunksRequest)(nil),  // 31: canopy.meta.v1.ReadChunksRequest
-	(*ChunkView)(nil),          // 32: canopy.meta.v1.ChunkView
-	(*ReadChunksReply)(nil),    // 33: canopy.meta.v1.ReadChunksReply
-	(*OpenRequest)(nil),        // 34: canopy.meta.v1.OpenRequest
-	(*CompactRequest)(nil),     // 35: canopy.meta.v1.CompactRequest
-	(*SliceRef)(nil),           // 36: canopy.meta.v1.SliceRef
-	(*ListSlicesRequest)(nil),  // 37: canopy.meta.v1.ListSlicesRequest
-	(*ListSlicesReply)(nil),    // 38: canopy.meta.v1.ListSlicesReply
-	(*PurgeRequest)(nil),       // 39: canopy.meta.v1.PurgeRequest
+	(*ErrorDetail)(nil),        // 6: canopy.meta.v1.ErrorDetail
+	(*NullReply)(nil),          // 7: canopy.meta.v1.NullReply
+	(*Empty)(nil),              // 8: canopy.meta.v1.Empty
+	(*NodeRequest)(nil),        // 9: canopy.meta.v1.NodeRequest
+	(*EntryRequest)(nil),       // 10: canopy.meta.v1.EntryRequest
+	(*CreateRequest)(nil),      // 11: canopy.meta.v1.CreateRequest
+	(*SetattrRequest)(nil),     // 12: canopy.meta.v1.SetattrRequest
+	(*RenameRequest)(nil),      // 13: canopy.meta.v1.RenameRequest
+	(*LinkRequest)(nil),        // 14: canopy.meta.v1.LinkRequest
+	(*ReaddirRequest)(nil),     // 15: canopy.meta.v1.ReaddirRequest
+	(*Dirent)(nil),             // 16: canopy.meta.v1.Dirent
+	(*ReaddirReply)(nil),       // 17: canopy.meta.v1.ReaddirReply
+	(*AttrReply)(nil),          // 18: canopy.meta.v1.AttrReply
+	(*ReadlinkReply)(nil),      // 19: canopy.meta.v1.ReadlinkReply
+	(*StatfsReply)(nil),        // 20: canopy.meta.v1.StatfsReply
+	(*SummaryReply)(nil),       // 21: canopy.meta.v1.SummaryReply
+	(*XattrRequest)(nil),       // 22: canopy.meta.v1.XattrRequest
+	(*XattrReply)(nil),         // 23: canopy.meta.v1.XattrReply
+	(*XattrListReply)(nil),     // 24: canopy.meta.v1.XattrListReply
+	(*LogRecord)(nil),          // 25: canopy.meta.v1.LogRecord
+	(*VolumeReply)(nil),        // 26: canopy.meta.v1.VolumeReply
+	(*Slice)(nil),              // 27: canopy.meta.v1.Slice
+	(*AllocSlicesRequest)(nil), // 28: canopy.meta.v1.AllocSlicesRequest
+	(*AllocSlicesReply)(nil),   // 29: canopy.meta.v1.AllocSlicesReply
+	(*SliceWrite)(nil),         // 30: canopy.meta.v1.SliceWrite
+	(*CommitRequest)(nil),      // 31: canopy.meta.v1.CommitRequest
+	(*ReadChunksRequest)(nil),  // 32: canopy.meta.v1.ReadChunksRequest
+	(*ChunkView)(nil),          // 33: canopy.meta.v1.ChunkView
+	(*ReadChunksReply)(nil),    // 34: canopy.meta.v1.ReadChunksReply
+	(*OpenRequest)(nil),        // 35: canopy.meta.v1.OpenRequest
+	(*CompactRequest)(nil),     // 36: canopy.meta.v1.CompactRequest
+	(*SliceRef)(nil),           // 37: canopy.meta.v1.SliceRef
+	(*ListSlicesRequest)(nil),  // 38: canopy.meta.v1.ListSlicesRequest
+	(*ListSlicesReply)(nil),    // 39: canopy.meta.v1.ListSlicesReply
+	(*PurgeRequest)(nil),       // 40: canopy.meta.v1.PurgeRequest
+	(*MountEntry)(nil),         // 41: canopy.meta.v1.MountEntry
+	(*Route)(nil),              // 42: canopy.meta.v1.Route
+	(*TablesRequest)(nil),      // 43: canopy.meta.v1.TablesRequest
+	(*TablesReply)(nil),        // 44: canopy.meta.v1.TablesReply
+	(*TablesUpdate)(nil),       // 45: canopy.meta.v1.TablesUpdate
 }
 var file_meta_proto_depIdxs = []int32{
 	4,  // 0: canopy.meta.v1.Dirent.attr:type_name -> canopy.meta.v1.Attr
-	15, // 1: canopy.meta.v1.ReaddirReply.entries:type_name -> canopy.meta.v1.Dirent
+	16, // 1: canopy.meta.v1.ReaddirReply.entries:type_name -> canopy.meta.v1.Dirent
 	4,  // 2: canopy.meta.v1.AttrReply.attr:type_name -> canopy.meta.v1.Attr
-	26, // 3: canopy.meta.v1.SliceWrite.slice:type_name -> canopy.meta.v1.Slice
-	29, // 4: canopy.meta.v1.CommitRequest.writes:type_name -> canopy.meta.v1.SliceWrite
-	26, // 5: canopy.meta.v1.ChunkView.slices:type_name -> canopy.meta.v1.Slice
+	27, // 3: canopy.meta.v1.SliceWrite.slice:type_name -> canopy.meta.v1.Slice
+	30, // 4: canopy.meta.v1.CommitRequest.writes:type_name -> canopy.meta.v1.SliceWrite
+	27, // 5: canopy.meta.v1.ChunkView.slices:type_name -> canopy.meta.v1.Slice
 	4,  // 6: canopy.meta.v1.ReadChunksReply.attr:type_name -> canopy.meta.v1.Attr
-	32, // 7: canopy.meta.v1.ReadChunksReply.chunks:type_name -> canopy.meta.v1.ChunkView
-	26, // 8: canopy.meta.v1.CompactRequest.slice:type_name -> canopy.meta.v1.Slice
-	36, // 9: canopy.meta.v1.ListSlicesReply.slices:type_name -> canopy.meta.v1.SliceRef
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	33, // 7: canopy.meta.v1.ReadChunksReply.chunks:type_name -> canopy.meta.v1.ChunkView
+	27, // 8: canopy.meta.v1.CompactRequest.slice:type_name -> canopy.meta.v1.Slice
+	37, // 9: canopy.meta.v1.ListSlicesReply.slices:type_name -> canopy.meta.v1.SliceRef
+	41, // 10: canopy.meta.v1.TablesReply.mounts:type_name -> canopy.meta.v1.MountEntry
+	42, // 11: canopy.meta.v1.TablesReply.routes:type_name -> canopy.meta.v1.Route
+	41, // 12: canopy.meta.v1.TablesUpdate.set_mounts:type_name -> canopy.meta.v1.MountEntry
+	42, // 13: canopy.meta.v1.TablesUpdate.set_routes:type_name -> canopy.meta.v1.Route
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_meta_proto_init() }
@@ -3020,7 +3442,7 @@ func file_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meta_proto_rawDesc), len(file_meta_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   36,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
