@@ -43,7 +43,8 @@ func TestClosedLoopRateAndLatency(t *testing.T) {
 			t.Errorf("%s = %vµs, want 2000µs", name, v)
 		}
 	}
-	if res.Loop != "closed" || res.Backlog != 0 || len(res.Warnings) != 0 {
+	// Rounds paced by a fake clock agree exactly: that is the one warning.
+	if res.Loop != "closed" || res.Backlog != 0 || len(res.Warnings) != 1 || !strings.HasPrefix(res.Warnings[0], "too stable") {
 		t.Errorf("loop %s, backlog %d, warnings %q", res.Loop, res.Backlog, res.Warnings)
 	}
 }

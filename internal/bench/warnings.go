@@ -13,6 +13,13 @@ const (
 	// NoisyCV: rounds whose rates vary more than this (coefficient of
 	// variation) were disturbed by something else on the machine.
 	NoisyCV = 0.10
+	// SteadyCV: closed-loop rounds whose rates agree more closely than this
+	// were paced by something other than the system under test (a rate
+	// limit, a cache, a fixed cost of the harness, a fake clock): real I/O
+	// on a shared machine is not that regular.
+	SteadyCV = 0.002
+	// steadyRounds is the fewest rounds for which SteadyCV is judged.
+	steadyRounds = 3
 	// ShortRound: rounds shorter than this on average are dominated by
 	// start-up and tail effects.
 	ShortRound = time.Second
@@ -29,6 +36,10 @@ func assess(r *Result) []string {
 	if r.CV > NoisyCV {
 		w = append(w, fmt.Sprintf("noisy machine: the rounds' rates vary by %.1f%% (coefficient of variation above %.0f%%); run more rounds or on a quieter host",
 			100*r.CV, 100*NoisyCV))
+	}
+	if len(r.PerRound) >= steadyRounds && r.Loop != "open" && r.CV < SteadyCV {
+		w = append(w, fmt.Sprintf("too stable: the %d rounds' rates agree to within %.2f%% (below %.1f%%), more than real I/O on a shared machine does; something else paced the run (a rate limit, a cache, the harness), check before trusting it",
+			len(r.PerRound), 100*r.CV, 100*SteadyCV))
 	}
 	if r.Errors > 0 {
 		w = append(w, fmt.Sprintf("%d of %d operations failed (first: %s)", r.Errors, r.Errors+r.Ops, r.FirstError))

@@ -6,9 +6,10 @@ import (
 	"testing"
 )
 
-// steady is a result of three one-second rounds at rate.
+// steady is a result of three five-second rounds at rate that vary as
+// much as a quiet machine's do (2%).
 func steady(rate float64) *Result {
-	r := &Result{Mode: "meta", Op: "stat", OpsPerSec: rate, Rounds: 3}
+	r := &Result{Mode: "meta", Op: "stat", Loop: "closed", OpsPerSec: rate, Rounds: 3, CV: 0.02}
 	for i := 1; i <= 3; i++ {
 		r.PerRound = append(r.PerRound, Round{Round: i, Seconds: 5, OpsPerSec: rate})
 	}
@@ -51,6 +52,30 @@ func TestNoiseWarning(t *testing.T) {
 	r.Warnings = assess(r)
 	if hasWarning(r, "noisy machine") {
 		t.Errorf("cv 5%%: warnings %q", r.Warnings)
+	}
+}
+
+func TestTooStableWarning(t *testing.T) {
+	for _, tc := range []struct {
+		loop   string
+		rounds int
+		cv     float64
+		warn   bool
+	}{
+		{"closed", 3, 0, true},      // identical rounds: paced by something
+		{"closed", 3, 0.0015, true}, // just under the bound
+		{"closed", 3, 0.002, false}, // at the bound
+		{"closed", 3, 0.05, false},  // ordinary variation
+		{"closed", 2, 0, false},     // too few rounds to judge
+		{"open", 3, 0, false},       // open loop is paced by design
+	} {
+		r := steady(100)
+		r.Loop, r.CV = tc.loop, tc.cv
+		r.PerRound = r.PerRound[:tc.rounds]
+		r.Warnings = assess(r)
+		if got := hasWarning(r, "too stable"); got != tc.warn {
+			t.Errorf("%s loop, %d rounds, cv %v: warning %v, want %v (%q)", tc.loop, tc.rounds, tc.cv, got, tc.warn, r.Warnings)
+		}
 	}
 }
 
