@@ -24,12 +24,17 @@ func (id ClientID) String() string { return hex.EncodeToString(id[:]) }
 // not be touched once Reply has been called. Cred.Groups is the call's own
 // and may be kept.
 type Call struct {
-	Client  ClientID // the caller, as named in its hello
-	ID      uint64   // unique per client; a retried call keeps its id
+	// Client and ID name the call across retries: the caller, as named in
+	// its hello, and the call id it chose, unique per client. For a call
+	// forwarded on behalf of another client (see Client.Forward) they are
+	// that client's.
+	Client  ClientID
+	ID      uint64
 	Method  uint16
 	Cred    Cred
 	Payload []byte
 
+	wire uint64 // the call id on the connection, which the reply echoes
 	conn *conn  // the connection the call came on; nil once replied
 	buf  []byte // backing store for Payload, reused from call to call
 
@@ -50,6 +55,10 @@ func newCall(cn *conn, f *frame, owned bool) *Call {
 	c.conn = cn
 	c.Client = cn.client
 	c.ID = f.id
+	c.wire = f.id
+	if f.flags&flagForwarded != 0 {
+		c.Client, c.ID = f.origin, f.originID
+	}
 	c.Method = f.method
 	c.Cred = f.cred
 	c.start, c.enqueued, c.queued = 0, 0, 0

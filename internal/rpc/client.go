@@ -327,13 +327,7 @@ func (c *Client) conn(ctx context.Context, w *waiter, deadline time.Time) (cn *c
 		c.mu.Unlock()
 		return cn, false, nil
 	}
-	d := c.dialing
-	if d == nil {
-		d = &dialing{done: make(chan struct{})}
-		c.dialing = d
-		c.wg.Add(1)
-		go c.redial(d)
-	}
+	d := c.redialLocked()
 	c.mu.Unlock()
 
 	w.timer.Reset(time.Until(deadline))
@@ -351,6 +345,19 @@ func (c *Client) conn(ctx context.Context, w *waiter, deadline time.Time) (cn *c
 		return nil, !errors.Is(d.err, ErrClosed) && !errors.As(d.err, &se), d.err
 	}
 	return d.cn, false, nil
+}
+
+// redialLocked returns the redial in progress, starting one if there is
+// none. Called with mu held, on a client that is not closed.
+func (c *Client) redialLocked() *dialing {
+	d := c.dialing
+	if d == nil {
+		d = &dialing{done: make(chan struct{})}
+		c.dialing = d
+		c.wg.Add(1)
+		go c.redial(d)
+	}
+	return d
 }
 
 // Call sends a call and waits for its reply. It returns the reply's status
@@ -447,7 +454,7 @@ func (c *Client) attempt(ctx context.Context, w *waiter, deadline time.Time, id 
 	if last {
 		attemptDeadline = deadline
 	}
-	if err := cn.send(w, id, method, cred, req); err != nil {
+	if err := cn.send(w, id, method, nil, cred, req); err != nil {
 		return 0, nil, mayRetry(err), err
 	}
 	var r result

@@ -28,6 +28,19 @@ type result struct {
 type waiter struct {
 	ch    chan result // capacity 1
 	timer *time.Timer // stopped whenever the waiter is idle
+
+	// fn, if set, receives the result instead of ch: the waiter of a
+	// forwarded call (see Client.Forward), which nobody waits on.
+	fn func(status uint32, payload []byte, err error)
+}
+
+// deliver hands w its result.
+func (w *waiter) deliver(r result) {
+	if w.fn != nil {
+		w.fn(r.status, r.payload, r.err)
+		return
+	}
+	w.ch <- r
 }
 
 var waiterPool = sync.Pool{New: func() any {
@@ -59,11 +72,12 @@ var waiterPool = sync.Pool{New: func() any {
 // watchAfter, so that its loss is noticed while it is idle; on a connection
 // in use the loss is noticed by whoever reads next.
 type clientConn struct {
-	nc    net.Conn // a *tls.Conn with ClientConfig.TLS
-	log   *slog.Logger
-	comp  *compression
-	codec Codec // set by the handshake: the connection's codec, 0 = none
-	out   outbound
+	nc      net.Conn // a *tls.Conn with ClientConfig.TLS
+	log     *slog.Logger
+	comp    *compression
+	codec   Codec  // set by the handshake: the connection's codec, 0 = none
+	version uint16 // set by the handshake: the protocol version spoken
+	out     outbound
 
 	// writeBy is when, in monotime, the socket's write deadline falls.
 	// Only the owner of out's write side touches it.
@@ -119,13 +133,15 @@ func newClientConn(nc net.Conn, log *slog.Logger, comp *compression, callTimeout
 	}
 }
 
-// send registers w as the waiter for call id and queues the call. It fails
-// if the connection has already broken.
+// send registers w as the waiter for call id and queues the call, a
+// forwarded one if from is set. It fails if the connection has already
+// broken. A waiter with fn set has nobody to read its reply: if nobody is
+// reading, send hands the read side to the reader goroutine.
 //
 // A call that is the only one in flight is written at once, on the
 // caller's goroutine, if nobody is writing. Otherwise the frame joins the
 // write in progress or goes to the writer goroutine.
-func (cn *clientConn) send(w *waiter, id uint64, method uint16, cred *Cred, req []byte) error {
+func (cn *clientConn) send(w *waiter, id uint64, method uint16, from *origin, cred *Cred, req []byte) error {
 	cn.mu.Lock()
 	if cn.err != nil {
 		err := cn.err
@@ -134,16 +150,23 @@ func (cn *clientConn) send(w *waiter, id uint64, method uint16, cred *Cred, req 
 	}
 	cn.waiting[id] = w
 	alone := len(cn.waiting) == 1
+	read := false
+	if w.fn != nil && !cn.reading {
+		cn.reading, read = true, true
+	}
 	cn.mu.Unlock()
+	if read {
+		cn.handRead()
+	}
 	// If the connection breaks now, fail has already answered w and the
 	// call is dropped.
 	var r appendResult
 	if cn.codec != 0 && len(req) > cn.comp.above {
 		out, flags, scratch := cn.comp.compress(cn.codec, req)
-		r = cn.out.appendCall(id, method, flags, cred, out)
+		r = cn.out.appendCall(id, method, flags, from, cred, out)
 		releaseScratch(scratch)
 	} else {
-		r = cn.out.appendCall(id, method, 0, cred, req)
+		r = cn.out.appendCall(id, method, 0, from, cred, req)
 	}
 	if r == mustWrite {
 		if alone {
@@ -287,7 +310,7 @@ func (cn *clientConn) readReply(self *waiter) (got, own bool, r result, err erro
 	if w == self {
 		return true, own, r, nil
 	}
-	w.ch <- r
+	w.deliver(r)
 	return false, own, result{}, nil
 }
 
@@ -331,7 +354,7 @@ func (cn *clientConn) fail(err error) {
 	close(cn.done)
 	cn.nc.Close()
 	for _, w := range waiting {
-		w.ch <- result{err: err}
+		w.deliver(result{err: err})
 	}
 	switch {
 	case errors.Is(err, ErrClosed):

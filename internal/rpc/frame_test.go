@@ -153,7 +153,7 @@ func TestOutboundCoalesces(t *testing.T) {
 	}
 	// The first appender owns the write side until it lets go: later
 	// appends leave their frames to it.
-	if r := o.appendCall(2, 1, 0, &Cred{UID: 5}, []byte("b")); r != queued {
+	if r := o.appendCall(2, 1, 0, nil, &Cred{UID: 5}, []byte("b")); r != queued {
 		t.Fatalf("append while owned: %v, want queued", r)
 	}
 	if r := o.appendReply(3, 1, 0, 0, nil); r != queued {

@@ -89,13 +89,13 @@ func (o *outbound) appendReply(id uint64, method uint16, status uint32, flags ui
 }
 
 // appendCall appends a call frame.
-func (o *outbound) appendCall(id uint64, method uint16, flags uint8, cred *Cred, payload []byte) appendResult {
+func (o *outbound) appendCall(id uint64, method uint16, flags uint8, from *origin, cred *Cred, payload []byte) appendResult {
 	o.mu.Lock()
 	if o.closed {
 		o.mu.Unlock()
 		return dropped
 	}
-	o.buf = appendCall(o.buf, id, method, flags, cred, payload)
+	o.buf = appendCallFrom(o.buf, id, method, flags, from, cred, payload)
 	o.frames++
 	return o.claim()
 }
