@@ -146,8 +146,9 @@ func (s *Server) afterCommit(o *op) bool {
 			s.watch.publish(r)
 		}
 	case pb.Method_TABLES_GET:
-		req, reply := o.req.(*pb.TablesRequest), o.reply.(*pb.TablesReply)
-		if req.WaitMs > 0 && req.KnownVersion == reply.Version {
+		req, _ := o.req.(*pb.TablesRequest)
+		reply, ok := o.reply.(*pb.TablesReply)
+		if ok && req != nil && req.WaitMs > 0 && req.KnownVersion == reply.Version {
 			s.watch.park(o.call, reply, min(time.Duration(req.WaitMs)*time.Millisecond, maxTableWait))
 			return true
 		}
