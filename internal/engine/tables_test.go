@@ -11,6 +11,14 @@ import (
 	"github.com/canopyfs/canopy/internal/mount"
 )
 
+// The mount table checks paths as the engine does (the engine imports
+// mount, so the check lives here).
+func TestMountLimitsMatchEngine(t *testing.T) {
+	if mount.MaxPathLen != MaxPathLen || mount.MaxNameLen != MaxNameLen {
+		t.Fatalf("mount limits %d/%d differ from the engine's %d/%d", mount.MaxPathLen, mount.MaxNameLen, MaxPathLen, MaxNameLen)
+	}
+}
+
 func TestFreshRootPartitionMountsRootOnly(t *testing.T) {
 	e := New(0, 1)
 	tb, err := e.Tables()
