@@ -220,3 +220,40 @@ func TestUpPartitions(t *testing.T) {
 		c.Close()
 	}
 }
+
+// TestRouterCommand runs `canopy router` as a process in front of a root
+// partition and a second partition.
+func TestRouterCommand(t *testing.T) {
+	_, root := servertest.Start(t, server.Config{})
+	_, p1 := servertest.Start(t, server.Config{Partition: 1})
+	mustCanopy(t, root, "routing", "set", "1", p1)
+	mustCanopy(t, root, "mounttable", "add", "/one", "1:/top")
+
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), mainArgsEnv+"="+strings.Join([]string{"router", "--listen", "127.0.0.1:0", "--root", root}, "\x1f"))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "canopy: router ready at ")
+	if err != nil || !ok {
+		t.Fatalf("ready line %q (%v), want \"canopy: router ready at ADDR\"", line, err)
+	}
+	mustCanopy(t, addr, "touch", "/one/f")
+	if s := statJSONOf(t, addr, "/one/f"); s.Ino>>48 != 1 {
+		t.Fatalf("/one/f through the router: inode %#x, want partition 1", s.Ino)
+	}
+	if s := statJSONOf(t, p1, "/top/f"); s.Ino>>48 != 1 {
+		t.Fatalf("/top/f in partition 1: %+v", s)
+	}
+	// SIGTERM stops it cleanly.
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("router after SIGTERM: %v", err)
+	}
+}

@@ -97,6 +97,9 @@ func tablesReply(t *engine.Tables) *pb.TablesReply {
 // errorDetail is the payload of an error reply: the error's own words
 // when it says more than its errno, nil otherwise.
 func errorDetail(err error) proto.Message {
+	if _, bare := err.(syscall.Errno); bare { // the engine's usual errors
+		return nil
+	}
 	var errno syscall.Errno
 	if errors.As(err, &errno) && err.Error() == errno.Error() {
 		return nil
