@@ -23,7 +23,8 @@ type Config struct {
 	MaxReads, MaxWrites int
 
 	// ConnsPerServer is the number of connections kept to each metadata
-	// server; default 2.
+	// server; default 1. Calls share them, multiplexed; more connections
+	// mean smaller batches per write.
 	ConnsPerServer int
 
 	// TablesWait is how long one long poll for new tables waits at the
@@ -42,7 +43,7 @@ func (c *Config) setDefaults() {
 		c.MaxWrites = 8192
 	}
 	if c.ConnsPerServer <= 0 {
-		c.ConnsPerServer = 2
+		c.ConnsPerServer = 1
 	}
 	if c.TablesWait <= 0 {
 		c.TablesWait = 10 * time.Second

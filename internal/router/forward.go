@@ -83,7 +83,13 @@ type reqCall struct {
 
 // reply answers the call and ends its time in the router.
 func (r *Router) reply(rc *reqCall, status uint32, payload []byte) {
-	rc.c.Reply(status, payload)
+	r.replyIn(nil, rc, status, payload)
+}
+
+// replyIn answers the call, leaving the reply to batch b (see rpc.Batch),
+// and ends its time in the router.
+func (r *Router) replyIn(b *rpc.Batch, rc *reqCall, status uint32, payload []byte) {
+	rc.c.ReplyIn(b, status, payload)
 	r.inflight[rc.cls].Add(-1)
 	if m := r.metrics; m != nil {
 		m.processing.Observe(seconds(monotime() - rc.start))
@@ -279,7 +285,7 @@ type pending struct {
 	rc   reqCall
 	pt   *partition
 	sent int64
-	done func(status uint32, reply []byte, err error) // p.finish, bound once
+	done rpc.ForwardFunc // p.finish, bound once
 }
 
 var pendingPool sync.Pool
@@ -311,15 +317,19 @@ func (r *Router) forward(rc *reqCall, pt *partition, payload []byte, _ int64) {
 	p := pendingPool.Get().(*pending)
 	p.r, p.rc, p.pt, p.sent = r, *rc, pt, t0
 	c := rc.c
-	cl.Forward(c.Client, c.ID, c.Method, &c.Cred, payload, p.done)
+	// The call leaves with the others the client connection's reader has
+	// read, in one write, when it has served them all.
+	cl.Forward(c.Batch(), c.Client, c.ID, c.Method, &c.Cred, payload, p.done)
 	// p may be finished and reused by now.
 	if m := r.metrics; m != nil {
 		m.poolWait.Observe(seconds(monotime() - t0))
 	}
 }
 
-// finish passes the partition's reply back to the client.
-func (p *pending) finish(status uint32, reply []byte, err error) {
+// finish passes the partition's reply back to the client, in batch b of
+// the goroutine that received it: with the other replies it receives, in
+// one write to each client.
+func (p *pending) finish(status uint32, reply []byte, err error, b *rpc.Batch) {
 	r, pt := p.r, p.pt
 	if m := r.metrics; m != nil {
 		m.partitionWait.Observe(seconds(monotime() - p.sent))
@@ -342,5 +352,5 @@ func (p *pending) finish(status uint32, reply []byte, err error) {
 	rc := p.rc
 	*p = pending{done: p.done}
 	pendingPool.Put(p)
-	r.reply(&rc, status, reply)
+	r.replyIn(b, &rc, status, reply)
 }

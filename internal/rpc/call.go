@@ -34,9 +34,10 @@ type Call struct {
 	Cred    Cred
 	Payload []byte
 
-	wire uint64 // the call id on the connection, which the reply echoes
-	conn *conn  // the connection the call came on; nil once replied
-	buf  []byte // backing store for Payload, reused from call to call
+	wire  uint64 // the call id on the connection, which the reply echoes
+	batch *Batch // the connection reader's
+	conn  *conn  // the connection the call came on; nil once replied
+	buf   []byte // backing store for Payload, reused from call to call
 
 	start    int64         // monotime when the frame was decoded; 0 without metrics
 	enqueued int64         // monotime when the call was queued, with queues
@@ -54,6 +55,7 @@ func newCall(cn *conn, f *frame, owned bool) *Call {
 	c := callPool.Get().(*Call)
 	c.conn = cn
 	c.Client = cn.client
+	c.batch = &cn.batch
 	c.ID = f.id
 	c.wire = f.id
 	if f.flags&flagForwarded != 0 {
@@ -89,6 +91,21 @@ func (c *Call) Reply(status uint32, payload []byte) {
 	}
 	callPool.Put(c)
 }
+
+// ReplyIn is Reply, leaving the reply for b to write when it ends: see
+// Batch. b nil is Reply.
+func (c *Call) ReplyIn(b *Batch, status uint32, payload []byte) {
+	if b != nil && c.conn != nil {
+		b.holdServer(c.conn)
+	}
+	c.Reply(status, payload)
+}
+
+// Batch returns the batch of the connection reader that read the call.
+// Only a Handler serving calls on the reader goroutine (a Server without
+// queues) may use it, and only within Serve: the reader ends it when it
+// has served every call it has read, before it blocks for more.
+func (c *Call) Batch() *Batch { return c.batch }
 
 // QueueTime returns how long the call waited in its server's queue before a
 // handler took it: 0 for a server without queues.

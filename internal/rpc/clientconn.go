@@ -31,13 +31,14 @@ type waiter struct {
 
 	// fn, if set, receives the result instead of ch: the waiter of a
 	// forwarded call (see Client.Forward), which nobody waits on.
-	fn func(status uint32, payload []byte, err error)
+	fn ForwardFunc
 }
 
-// deliver hands w its result.
-func (w *waiter) deliver(r result) {
+// deliver hands w its result; b is the receiving goroutine's batch, if it
+// has one.
+func (w *waiter) deliver(r result, b *Batch) {
 	if w.fn != nil {
-		w.fn(r.status, r.payload, r.err)
+		w.fn(r.status, r.payload, r.err, b)
 		return
 	}
 	w.ch <- r
@@ -229,8 +230,13 @@ func (cn *clientConn) receive(w *waiter, id uint64) (r result, ok bool) {
 		cn.nc.SetReadDeadline(time.Now().Add(directRead))
 		cn.readBy = now + int64(directRead)
 	}
+	var b Batch
+	defer b.End()
 	for {
-		got, _, r, err := cn.readReply(w)
+		if !cn.fr.buffered() {
+			b.End()
+		}
+		got, _, r, err := cn.readReply(w, &b)
 		if err != nil {
 			if err == errReadTimeout {
 				// The reply is slow: leave the reading, mid-frame
@@ -253,12 +259,13 @@ var errReadTimeout = errors.New("read deadline passed")
 
 // readReply reads the next frame, for the owner of the read side, and
 // gives the reply to its caller: to the calling goroutine if its waiter is
-// self (got is then set), through its waiter's channel otherwise. The
+// self (got is then set), through its waiter's channel (or callback, with
+// the reader's batch b) otherwise. The
 // owner lets go of the read side here once no call is waiting, and a caller
 // whose reply came hands it to the reader goroutine if calls are still
 // waiting; own reports whether the read side is still the owner's. Any
 // error but errReadTimeout must break the connection.
-func (cn *clientConn) readReply(self *waiter) (got, own bool, r result, err error) {
+func (cn *clientConn) readReply(self *waiter, b *Batch) (got, own bool, r result, err error) {
 	body, owned, err := cn.fr.next()
 	if err != nil {
 		if cn.readBy != 0 && errors.Is(err, os.ErrDeadlineExceeded) {
@@ -310,7 +317,7 @@ func (cn *clientConn) readReply(self *waiter) (got, own bool, r result, err erro
 	if w == self {
 		return true, own, r, nil
 	}
-	w.deliver(r)
+	w.deliver(r, b)
 	return false, own, result{}, nil
 }
 
@@ -354,7 +361,7 @@ func (cn *clientConn) fail(err error) {
 	close(cn.done)
 	cn.nc.Close()
 	for _, w := range waiting {
-		w.deliver(result{err: err})
+		w.deliver(result{err: err}, nil)
 	}
 	switch {
 	case errors.Is(err, ErrClosed):
@@ -377,13 +384,19 @@ func (cn *clientConn) readLoop(wg *sync.WaitGroup) {
 			cn.nc.SetReadDeadline(time.Time{})
 			cn.readBy = 0
 		}
+		var b Batch
 		for own := true; own; {
+			if !cn.fr.buffered() {
+				b.End()
+			}
 			var err error
-			if _, own, _, err = cn.readReply(nil); err != nil {
+			if _, own, _, err = cn.readReply(nil, &b); err != nil {
+				b.End()
 				cn.fail(err)
 				return
 			}
 		}
+		b.End()
 		watch.Reset(watchAfter)
 	wait:
 		for {

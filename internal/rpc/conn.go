@@ -31,6 +31,7 @@ type conn struct {
 	version uint16   // set by the handshake: the protocol version spoken
 	fr      frameReader
 	out     outbound
+	batch   Batch // the reader's; see Call.Batch
 
 	// writeBy is when, in monotime, the socket's write deadline falls.
 	// Only the owner of out's write side touches it.
@@ -108,8 +109,10 @@ func (c *conn) readLoop() {
 
 	m := c.srv.metrics
 	holding := false // this goroutine holds the output
+	defer c.batch.End()
 	for {
 		if holding && !c.fr.buffered() {
+			c.batch.End()
 			holding = false
 			c.unhold()
 		}
@@ -134,6 +137,7 @@ func (c *conn) readLoop() {
 		default:
 			// At MaxInflight: the slots come back as replies are written,
 			// those held here included.
+			c.batch.End()
 			if holding {
 				holding = false
 				c.unhold()

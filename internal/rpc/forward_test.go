@@ -15,7 +15,7 @@ type forwardResult struct {
 
 func forward(c *Client, from ClientID, id uint64, method uint16, cred *Cred, req []byte) <-chan forwardResult {
 	ch := make(chan forwardResult, 1)
-	c.Forward(from, id, method, cred, req, func(status uint32, reply []byte, err error) {
+	c.Forward(nil, from, id, method, cred, req, func(status uint32, reply []byte, err error, _ *Batch) {
 		ch <- forwardResult{status, reply, err}
 	})
 	return ch

@@ -201,6 +201,30 @@ func TestOutboundCoalesces(t *testing.T) {
 	}
 }
 
+// With two holders, the frames wait for the last to let go.
+func TestOutboundNestedHolds(t *testing.T) {
+	o := newOutbound()
+	o.hold()
+	o.hold()
+	if r := o.appendReply(1, 1, 0, 0, nil); r != queued {
+		t.Fatalf("append while held twice: %v, want queued", r)
+	}
+	if o.unhold() {
+		t.Fatal("the first of two holders to let go became the owner")
+	}
+	if r := o.appendReply(2, 1, 0, 0, nil); r != queued {
+		t.Fatalf("append while still held: %v, want queued", r)
+	}
+	if !o.unhold() {
+		t.Fatal("the last holder to let go did not become the owner")
+	}
+	buf, frames := o.take()
+	if frames != 2 {
+		t.Fatalf("took %d frames, want 2", frames)
+	}
+	checkIDs(t, buf, 1, 2)
+}
+
 func TestOutboundHold(t *testing.T) {
 	o := newOutbound()
 	if o.unhold() {
