@@ -42,7 +42,7 @@ func TestMetrics(t *testing.T) {
 		"canopy_router_lookup_seconds":          10,
 		"canopy_router_partition_calls_total/2": 10,
 		"canopy_router_table_version":           1,
-		"canopy_rpc_calls_total/GETATTR/ok":     10,
+		"canopy_rpc_calls_total/RESOLVE/ok":     10,
 	} {
 		if got[name] < atLeast {
 			t.Errorf("%s = %v, want at least %v", name, got[name], atLeast)
