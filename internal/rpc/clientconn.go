@@ -155,12 +155,8 @@ func (cn *clientConn) send(w *waiter, id uint64, method uint16, from *origin, cr
 	if w.fn != nil && !cn.reading {
 		cn.reading, read = true, true
 	}
-	cn.mu.Unlock()
-	if read {
-		cn.handRead()
-	}
-	// If the connection breaks now, fail has already answered w and the
-	// call is dropped.
+	// The frame is appended under mu, so that no reply or failure reaches
+	// w, whose caller may then reuse cred and req, before they are copied.
 	var r appendResult
 	if cn.codec != 0 && len(req) > cn.comp.above {
 		out, flags, scratch := cn.comp.compress(cn.codec, req)
@@ -169,6 +165,12 @@ func (cn *clientConn) send(w *waiter, id uint64, method uint16, from *origin, cr
 	} else {
 		r = cn.out.appendCall(id, method, 0, from, cred, req)
 	}
+	cn.mu.Unlock()
+	if read {
+		cn.handRead()
+	}
+	// If the connection breaks now, fail has already answered w and the
+	// frame is dropped.
 	if r == mustWrite {
 		if alone {
 			cn.flush()
