@@ -12,6 +12,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -48,6 +49,8 @@ func ProcessCred() Cred {
 
 // Options configures Dial.
 type Options struct {
+	Addrs []string // more interchangeable servers (routers), tried after Dial's own
+
 	Secret      string        // shared secret of the server, if it has one
 	Cred        *Cred         // identity to act as; nil = the process's own
 	CallTimeout time.Duration // per attempt; 0 = the transport's default
@@ -59,14 +62,30 @@ type Options struct {
 
 // Client is a connection to Canopy.
 type Client struct {
-	rpc   *rpc.Client
-	cred  rpc.Cred
-	owner bool // this value closes the connection
+	rpc         *rpc.Client
+	cred        rpc.Cred
+	owner       bool          // this value closes the connection
+	callTimeout time.Duration // per attempt, as configured
 }
 
-// Dial connects to the Canopy server at addr.
+// Dial connects to the Canopy server at addr. addr may list several
+// interchangeable servers, separated by commas ("a:9400,b:9400"), as may
+// Options.Addrs: the client keeps to the first that answers and, when it
+// cannot be reached, moves to the next, retrying the calls in flight there
+// with the same call ids, so that a retried mutation is still applied once
+// by the partition behind them.
 func Dial(addr string, opts Options) (*Client, error) {
-	rc, err := rpc.Dial(addr, rpc.ClientConfig{
+	var addrs []string
+	for _, a := range append(strings.Split(addr, ","), opts.Addrs...) {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("dial %q: no address", addr)
+	}
+	addr = strings.Join(addrs, ",")
+	rc, err := rpc.DialAny(addrs, rpc.ClientConfig{
 		Secret: opts.Secret, CallTimeout: opts.CallTimeout, OpTimeout: opts.OpTimeout,
 		TLS: opts.TLS, RateLimit: opts.RateLimit, RateBurst: opts.RateBurst,
 	})
@@ -77,13 +96,20 @@ func Dial(addr string, opts Options) (*Client, error) {
 	if opts.Cred != nil {
 		cred = *opts.Cred
 	}
-	return &Client{rpc: rc, cred: rpc.Cred(cred), owner: true}, nil
+	callTimeout := opts.CallTimeout
+	if callTimeout <= 0 {
+		callTimeout = defaultCallTimeout
+	}
+	return &Client{rpc: rc, cred: rpc.Cred(cred), owner: true, callTimeout: callTimeout}, nil
 }
+
+// defaultCallTimeout is the transport's default per-attempt timeout.
+const defaultCallTimeout = 10 * time.Second
 
 // As returns a client that shares c's connection but acts as cred. Close
 // the original client, not the one As returns.
 func (c *Client) As(cred Cred) *Client {
-	return &Client{rpc: c.rpc, cred: rpc.Cred(cred)}
+	return &Client{rpc: c.rpc, cred: rpc.Cred(cred), callTimeout: c.callTimeout}
 }
 
 // Close closes the connection.
@@ -119,7 +145,7 @@ func (c *Client) call(ctx context.Context, m pb.Method, req, reply proto.Message
 		return &os.PathError{Op: op, Path: path, Err: err}
 	}
 	if status != 0 {
-		return &os.PathError{Op: op, Path: path, Err: syscall.Errno(status)}
+		return &os.PathError{Op: op, Path: path, Err: replyError(syscall.Errno(status), out)}
 	}
 	if reply != nil {
 		if err := proto.Unmarshal(out, reply); err != nil {

@@ -50,14 +50,14 @@ func newRoot(out, errOut io.Writer) *cobra.Command {
 	root.SetOut(out)
 	root.SetErr(errOut)
 	pf := root.PersistentFlags()
-	pf.StringVar(&g.addr, "addr", envOr("CANOPY_ADDR", DefaultAddr), "address of the Canopy server (env CANOPY_ADDR)")
+	pf.StringVar(&g.addr, "addr", envOr("CANOPY_ADDR", DefaultAddr), "address of the Canopy server or router; several, comma-separated, to fail over between routers (env CANOPY_ADDR)")
 	pf.StringVar(&g.secret, "secret", os.Getenv("CANOPY_SECRET"), "shared secret of the server (env CANOPY_SECRET)")
 	pf.DurationVar(&g.timeout, "timeout", 30*time.Second, "give up on an operation after this long")
 	pf.StringVar(&g.tlsCA, "tls-ca", "", "connect with TLS, trusting the certificates in this PEM file")
 	pf.BoolVar(&g.tlsSkip, "tls-insecure", false, "connect with TLS without verifying the server's certificate")
 	pf.Float64Var(&g.rate, "rate-limit", 0, "send at most this many calls per second (0 = no limit)")
 	root.AddCommand(
-		newUpCmd(g), newMetaCmd(g),
+		newUpCmd(g), newMetaCmd(g), newRouterCmd(g), newMountTableCmd(g), newRoutingCmd(g),
 		newMkdirCmd(g), newTouchCmd(g), newLsCmd(g), newStatCmd(g), newMvCmd(g), newRmCmd(g),
 		newLnCmd(g), newReadlinkCmd(g), newChmodCmd(g), newChownCmd(g),
 		newDuCmd(g), newCountCmd(g), newDfCmd(g), newXattrCmd(g), newBenchCmd(g),

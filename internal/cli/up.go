@@ -21,18 +21,27 @@ import (
 
 func newUpCmd(g *globals) *cobra.Command {
 	var dir, listen, metricsListen, tlsCert, tlsKey string
+	var partitions int
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run a complete single-node Canopy in the foreground",
 		Long: `Run a complete single-node Canopy in the foreground: a metadata server
 keeping its state under --dir. It prints one line with "ready" and the
-address once it serves, and stops cleanly on SIGINT or SIGTERM.`,
-		Example: "  canopy up --dir /tmp/canopy\n  canopy up --dir /tmp/canopy --listen 127.0.0.1:0",
+address once it serves, and stops cleanly on SIGINT or SIGTERM.
+
+With --partitions N (N > 1) it runs N metadata partitions (ids 0..N-1,
+state in DIR/p0 ... DIR/pN-1, each on its own free 127.0.0.1 port) and one
+router on --listen, which is the address it prints as ready. Partition K
+(K >= 1) is mounted at /pK; the rest of the namespace is partition 0's.`,
+		Example: "  canopy up --dir /tmp/canopy\n  canopy up --dir /tmp/canopy --listen 127.0.0.1:0\n  canopy up --dir /tmp/fed --partitions 3",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tlsCfg, err := serverTLS(tlsCert, tlsKey)
 			if err != nil {
 				return err
+			}
+			if partitions != 1 {
+				return upPartitions(cmd, g, dir, listen, metricsListen, tlsCfg, partitions)
 			}
 			cfg := server.Config{Dir: filepath.Join(dir, "meta"), Secret: g.secret, TLS: tlsCfg}
 			return serve(cmd, cfg, listen, metricsListen, "ready at")
@@ -42,6 +51,7 @@ address once it serves, and stops cleanly on SIGINT or SIGTERM.`,
 	addServerTLSFlags(cmd, &tlsCert, &tlsKey)
 	cmd.Flags().StringVar(&dir, "dir", "canopy-data", "directory that holds the file system's state")
 	cmd.Flags().StringVar(&listen, "listen", DefaultAddr, "address to serve on (port 0 picks a free one)")
+	cmd.Flags().IntVar(&partitions, "partitions", 1, "metadata partitions to run, behind one router when more than 1")
 	return cmd
 }
 

@@ -10,7 +10,7 @@ import (
 
 // checkpointMagic starts every checkpoint body; the last two bytes are the
 // format version.
-const checkpointMagic = "CNPYNS01"
+const checkpointMagic = "CNPYNS02"
 
 // ErrBadCheckpoint reports a checkpoint body that does not decode into a
 // valid namespace.
@@ -30,6 +30,7 @@ func (e *Engine) WriteCheckpoint(w io.Writer) error {
 	for _, n := range e.nodes {
 		enc.node(n)
 	}
+	enc.tables(&e.tables)
 	if enc.err != nil {
 		return fmt.Errorf("write checkpoint: %w", enc.err)
 	}
@@ -68,6 +69,10 @@ func Load(r io.Reader) (*Engine, error) {
 	}
 	if dec.err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadCheckpoint, dec.err)
+	}
+	var err error
+	if e.tables, err = dec.tables(e.part); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadCheckpoint, err)
 	}
 	if err := e.Check(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadCheckpoint, err)

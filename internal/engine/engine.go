@@ -46,12 +46,14 @@ type Engine struct {
 	nodes map[Ino]*node
 	next  uint64 // next local inode number to hand out
 	used  uint64 // bytes in regular files, for Statfs
+
+	tables Tables // the federation tables (partition 0 only); see tables.go
 }
 
 // New returns an engine holding an empty namespace for partition p: a root
 // directory owned by root with mode 0755, created at time now.
 func New(p uint16, now int64) *Engine {
-	e := &Engine{part: p, root: RootIno(p), nodes: make(map[Ino]*node), next: 2}
+	e := &Engine{part: p, root: RootIno(p), nodes: make(map[Ino]*node), next: 2, tables: tablesFor(p)}
 	root := &node{
 		attr: Attr{
 			Ino: e.root, Mode: S_IFDIR | 0o755, Nlink: 2, Size: dirSize,

@@ -7,15 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-
-	"github.com/canopyfs/canopy/internal/engine"
 )
-
-func TestLimitsMatchEngine(t *testing.T) {
-	if MaxPathLen != engine.MaxPathLen || MaxNameLen != engine.MaxNameLen {
-		t.Fatalf("limits %d/%d differ from the engine's %d/%d", MaxPathLen, MaxNameLen, engine.MaxPathLen, engine.MaxNameLen)
-	}
-}
 
 func TestNormalizeErrno(t *testing.T) {
 	for _, c := range []struct {

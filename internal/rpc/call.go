@@ -24,14 +24,20 @@ func (id ClientID) String() string { return hex.EncodeToString(id[:]) }
 // not be touched once Reply has been called. Cred.Groups is the call's own
 // and may be kept.
 type Call struct {
-	Client  ClientID // the caller, as named in its hello
-	ID      uint64   // unique per client; a retried call keeps its id
+	// Client and ID name the call across retries: the caller, as named in
+	// its hello, and the call id it chose, unique per client. For a call
+	// forwarded on behalf of another client (see Client.Forward) they are
+	// that client's.
+	Client  ClientID
+	ID      uint64
 	Method  uint16
 	Cred    Cred
 	Payload []byte
 
-	conn *conn  // the connection the call came on; nil once replied
-	buf  []byte // backing store for Payload, reused from call to call
+	wire  uint64 // the call id on the connection, which the reply echoes
+	batch *Batch // the connection reader's
+	conn  *conn  // the connection the call came on; nil once replied
+	buf   []byte // backing store for Payload, reused from call to call
 
 	start    int64         // monotime when the frame was decoded; 0 without metrics
 	enqueued int64         // monotime when the call was queued, with queues
@@ -49,7 +55,12 @@ func newCall(cn *conn, f *frame, owned bool) *Call {
 	c := callPool.Get().(*Call)
 	c.conn = cn
 	c.Client = cn.client
+	c.batch = &cn.batch
 	c.ID = f.id
+	c.wire = f.id
+	if f.flags&flagForwarded != 0 {
+		c.Client, c.ID = f.origin, f.originID
+	}
 	c.Method = f.method
 	c.Cred = f.cred
 	c.start, c.enqueued, c.queued = 0, 0, 0
@@ -80,6 +91,21 @@ func (c *Call) Reply(status uint32, payload []byte) {
 	}
 	callPool.Put(c)
 }
+
+// ReplyIn is Reply, leaving the reply for b to write when it ends: see
+// Batch. b nil is Reply.
+func (c *Call) ReplyIn(b *Batch, status uint32, payload []byte) {
+	if b != nil && c.conn != nil {
+		b.holdServer(c.conn)
+	}
+	c.Reply(status, payload)
+}
+
+// Batch returns the batch of the connection reader that read the call.
+// Only a Handler serving calls on the reader goroutine (a Server without
+// queues) may use it, and only within Serve: the reader ends it when it
+// has served every call it has read, before it blocks for more.
+func (c *Call) Batch() *Batch { return c.batch }
 
 // QueueTime returns how long the call waited in its server's queue before a
 // handler took it: 0 for a server without queues.

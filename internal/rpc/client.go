@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -131,12 +133,15 @@ func backoff(attempt int) time.Duration {
 }
 
 // Client calls one server over a single multiplexed connection, redialing
-// when it breaks. It is safe for concurrent use.
+// when it breaks. Given several interchangeable servers (DialAny), it keeps
+// to one and moves to the next when that one cannot be reached. It is safe
+// for concurrent use.
 type Client struct {
-	addr    string
+	addrs   []string     // the servers, tried in turn
+	at      atomic.Int64 // index in addrs of the server connected last
 	cfg     ClientConfig
 	log     *slog.Logger
-	tls     *tls.Config // cfg.TLS with ServerName filled in; nil without TLS
+	tls     *tls.Config // cfg.TLS; nil without TLS
 	comp    *compression
 	limiter *rate.Limiter  // nil without RateLimit
 	metrics *clientMetrics // nil without Metrics
@@ -172,25 +177,33 @@ type dialing struct {
 // refused secret yields an error for which errors.Is(err,
 // ErrUnauthenticated) holds.
 func Dial(addr string, cfg ClientConfig) (*Client, error) {
+	return DialAny([]string{addr}, cfg)
+}
+
+// DialAny is Dial for a set of interchangeable servers (routers in front of
+// the same partitions): it connects to the first that answers, in order.
+// When the connection breaks, the redial tries the same server first and
+// then the others in turn, so calls in flight are retried, with their call
+// ids, on the next server that answers.
+func DialAny(addrs []string, cfg ClientConfig) (*Client, error) {
+	name := strings.Join(addrs, ",")
+	if len(addrs) == 0 {
+		return nil, errors.New("dial: no address")
+	}
 	if err := cfg.setDefaults(); err != nil {
-		return nil, fmt.Errorf("dial %s: %w", addr, err)
+		return nil, fmt.Errorf("dial %s: %w", name, err)
 	}
 	c := &Client{
-		addr:    addr,
+		addrs:   slices.Clone(addrs),
 		cfg:     cfg,
-		log:     cfg.Logger.With("server", addr),
+		log:     cfg.Logger.With("server", name),
+		tls:     cfg.TLS,
 		comp:    newCompression(cfg.Codecs, cfg.CompressAbove, cfg.MaxFrame),
 		metrics: newClientMetrics(cfg.Metrics, cfg.Logger),
 	}
-	if cfg.TLS != nil {
-		c.tls = cfg.TLS
-		if c.tls.ServerName == "" && !c.tls.InsecureSkipVerify {
-			host, _, err := net.SplitHostPort(addr)
-			if err != nil {
-				return nil, fmt.Errorf("dial %s: server name for TLS: %w", addr, err)
-			}
-			c.tls = c.tls.Clone()
-			c.tls.ServerName = host
+	for _, addr := range addrs {
+		if _, err := c.tlsFor(addr); err != nil {
+			return nil, err
 		}
 	}
 	if cfg.RateLimit > 0 {
@@ -230,13 +243,55 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// connect dials, handshakes and starts the connection's goroutines. It
-// offers the newest protocol version first; a server that refuses it for an
-// older one it speaks is dialed again with that one.
+// tlsFor returns the TLS configuration for dialing addr: without a
+// ServerName (and unless InsecureSkipVerify), the host of addr is verified.
+func (c *Client) tlsFor(addr string) (*tls.Config, error) {
+	if c.tls == nil || c.tls.ServerName != "" || c.tls.InsecureSkipVerify {
+		return c.tls, nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: server name for TLS: %w", addr, err)
+	}
+	t := c.tls.Clone()
+	t.ServerName = host
+	return t, nil
+}
+
+// connect connects to one of the servers: the one connected last, then the
+// others in turn. With one server, its error is returned as it is; with
+// several, the errors of all.
 func (c *Client) connect() (*clientConn, error) {
+	start := int(c.at.Load())
+	var errs []error
+	for i := range c.addrs {
+		k := (start + i) % len(c.addrs)
+		cn, err := c.connectAddr(c.addrs[k])
+		if err == nil {
+			if k != start {
+				c.log.Debug("moved to another server", "addr", c.addrs[k])
+			}
+			c.at.Store(int64(k))
+			return cn, nil
+		}
+		if errors.Is(err, ErrClosed) {
+			return nil, err
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) == 1 {
+		return nil, errs[0]
+	}
+	return nil, errors.Join(errs...)
+}
+
+// connectAddr dials addr, handshakes and starts the connection's
+// goroutines. It offers the newest protocol version first; a server that
+// refuses it for an older one it speaks is dialed again with that one.
+func (c *Client) connectAddr(addr string) (*clientConn, error) {
 	version := protocolVersion
 	for {
-		cn, w, err := c.connectVersion(version)
+		cn, w, err := c.connectVersion(addr, version)
 		if err != nil && w.status == StatusBadVersion && spoken(w.version) && w.version < version {
 			c.log.Debug("server speaks an older protocol version; dialing again", "version", w.version)
 			version = w.version
@@ -248,14 +303,18 @@ func (c *Client) connect() (*clientConn, error) {
 
 // connectVersion dials, handshakes with the given version and starts the
 // connection's goroutines. It returns the server's welcome, if it got one.
-func (c *Client) connectVersion(version uint16) (*clientConn, welcome, error) {
-	d := net.Dialer{Timeout: c.cfg.DialTimeout}
-	nc, err := d.DialContext(c.ctx, "tcp", c.addr)
+func (c *Client) connectVersion(addr string, version uint16) (*clientConn, welcome, error) {
+	tlsCfg, err := c.tlsFor(addr)
 	if err != nil {
-		return nil, welcome{}, fmt.Errorf("dial %s: %w", c.addr, err)
+		return nil, welcome{}, err
 	}
-	if c.tls != nil {
-		nc = tls.Client(nc, c.tls)
+	d := net.Dialer{Timeout: c.cfg.DialTimeout}
+	nc, err := d.DialContext(c.ctx, "tcp", addr)
+	if err != nil {
+		return nil, welcome{}, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	if tlsCfg != nil {
+		nc = tls.Client(nc, tlsCfg)
 	}
 	c.mu.Lock()
 	if c.closed {
@@ -277,7 +336,7 @@ func (c *Client) connectVersion(version uint16) (*clientConn, welcome, error) {
 	c.mu.Unlock()
 	if err != nil {
 		nc.Close()
-		return nil, w, fmt.Errorf("handshake with %s: %w", c.addr, err)
+		return nil, w, fmt.Errorf("handshake with %s: %w", addr, err)
 	}
 	c.wg.Add(2)
 	go cn.readLoop(&c.wg)
@@ -327,13 +386,7 @@ func (c *Client) conn(ctx context.Context, w *waiter, deadline time.Time) (cn *c
 		c.mu.Unlock()
 		return cn, false, nil
 	}
-	d := c.dialing
-	if d == nil {
-		d = &dialing{done: make(chan struct{})}
-		c.dialing = d
-		c.wg.Add(1)
-		go c.redial(d)
-	}
+	d := c.redialLocked()
 	c.mu.Unlock()
 
 	w.timer.Reset(time.Until(deadline))
@@ -351,6 +404,19 @@ func (c *Client) conn(ctx context.Context, w *waiter, deadline time.Time) (cn *c
 		return nil, !errors.Is(d.err, ErrClosed) && !errors.As(d.err, &se), d.err
 	}
 	return d.cn, false, nil
+}
+
+// redialLocked returns the redial in progress, starting one if there is
+// none. Called with mu held, on a client that is not closed.
+func (c *Client) redialLocked() *dialing {
+	d := c.dialing
+	if d == nil {
+		d = &dialing{done: make(chan struct{})}
+		c.dialing = d
+		c.wg.Add(1)
+		go c.redial(d)
+	}
+	return d
 }
 
 // Call sends a call and waits for its reply. It returns the reply's status
@@ -447,7 +513,7 @@ func (c *Client) attempt(ctx context.Context, w *waiter, deadline time.Time, id 
 	if last {
 		attemptDeadline = deadline
 	}
-	if err := cn.send(w, id, method, cred, req); err != nil {
+	if err := cn.send(w, id, method, nil, cred, req); err != nil {
 		return 0, nil, mayRetry(err), err
 	}
 	var r result

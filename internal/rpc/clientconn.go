@@ -28,6 +28,20 @@ type result struct {
 type waiter struct {
 	ch    chan result // capacity 1
 	timer *time.Timer // stopped whenever the waiter is idle
+
+	// fn, if set, receives the result instead of ch: the waiter of a
+	// forwarded call (see Client.Forward), which nobody waits on.
+	fn ForwardFunc
+}
+
+// deliver hands w its result; b is the receiving goroutine's batch, if it
+// has one.
+func (w *waiter) deliver(r result, b *Batch) {
+	if w.fn != nil {
+		w.fn(r.status, r.payload, r.err, b)
+		return
+	}
+	w.ch <- r
 }
 
 var waiterPool = sync.Pool{New: func() any {
@@ -59,11 +73,12 @@ var waiterPool = sync.Pool{New: func() any {
 // watchAfter, so that its loss is noticed while it is idle; on a connection
 // in use the loss is noticed by whoever reads next.
 type clientConn struct {
-	nc    net.Conn // a *tls.Conn with ClientConfig.TLS
-	log   *slog.Logger
-	comp  *compression
-	codec Codec // set by the handshake: the connection's codec, 0 = none
-	out   outbound
+	nc      net.Conn // a *tls.Conn with ClientConfig.TLS
+	log     *slog.Logger
+	comp    *compression
+	codec   Codec  // set by the handshake: the connection's codec, 0 = none
+	version uint16 // set by the handshake: the protocol version spoken
+	out     outbound
 
 	// writeBy is when, in monotime, the socket's write deadline falls.
 	// Only the owner of out's write side touches it.
@@ -119,13 +134,15 @@ func newClientConn(nc net.Conn, log *slog.Logger, comp *compression, callTimeout
 	}
 }
 
-// send registers w as the waiter for call id and queues the call. It fails
-// if the connection has already broken.
+// send registers w as the waiter for call id and queues the call, a
+// forwarded one if from is set. It fails if the connection has already
+// broken. A waiter with fn set has nobody to read its reply: if nobody is
+// reading, send hands the read side to the reader goroutine.
 //
 // A call that is the only one in flight is written at once, on the
 // caller's goroutine, if nobody is writing. Otherwise the frame joins the
 // write in progress or goes to the writer goroutine.
-func (cn *clientConn) send(w *waiter, id uint64, method uint16, cred *Cred, req []byte) error {
+func (cn *clientConn) send(w *waiter, id uint64, method uint16, from *origin, cred *Cred, req []byte) error {
 	cn.mu.Lock()
 	if cn.err != nil {
 		err := cn.err
@@ -134,17 +151,26 @@ func (cn *clientConn) send(w *waiter, id uint64, method uint16, cred *Cred, req 
 	}
 	cn.waiting[id] = w
 	alone := len(cn.waiting) == 1
-	cn.mu.Unlock()
-	// If the connection breaks now, fail has already answered w and the
-	// call is dropped.
+	read := false
+	if w.fn != nil && !cn.reading {
+		cn.reading, read = true, true
+	}
+	// The frame is appended under mu, so that no reply or failure reaches
+	// w, whose caller may then reuse cred and req, before they are copied.
 	var r appendResult
 	if cn.codec != 0 && len(req) > cn.comp.above {
 		out, flags, scratch := cn.comp.compress(cn.codec, req)
-		r = cn.out.appendCall(id, method, flags, cred, out)
+		r = cn.out.appendCall(id, method, flags, from, cred, out)
 		releaseScratch(scratch)
 	} else {
-		r = cn.out.appendCall(id, method, 0, cred, req)
+		r = cn.out.appendCall(id, method, 0, from, cred, req)
 	}
+	cn.mu.Unlock()
+	if read {
+		cn.handRead()
+	}
+	// If the connection breaks now, fail has already answered w and the
+	// frame is dropped.
 	if r == mustWrite {
 		if alone {
 			cn.flush()
@@ -206,8 +232,13 @@ func (cn *clientConn) receive(w *waiter, id uint64) (r result, ok bool) {
 		cn.nc.SetReadDeadline(time.Now().Add(directRead))
 		cn.readBy = now + int64(directRead)
 	}
+	var b Batch
+	defer b.End()
 	for {
-		got, _, r, err := cn.readReply(w)
+		if !cn.fr.buffered() {
+			b.End()
+		}
+		got, _, r, err := cn.readReply(w, &b)
 		if err != nil {
 			if err == errReadTimeout {
 				// The reply is slow: leave the reading, mid-frame
@@ -230,12 +261,13 @@ var errReadTimeout = errors.New("read deadline passed")
 
 // readReply reads the next frame, for the owner of the read side, and
 // gives the reply to its caller: to the calling goroutine if its waiter is
-// self (got is then set), through its waiter's channel otherwise. The
+// self (got is then set), through its waiter's channel (or callback, with
+// the reader's batch b) otherwise. The
 // owner lets go of the read side here once no call is waiting, and a caller
 // whose reply came hands it to the reader goroutine if calls are still
 // waiting; own reports whether the read side is still the owner's. Any
 // error but errReadTimeout must break the connection.
-func (cn *clientConn) readReply(self *waiter) (got, own bool, r result, err error) {
+func (cn *clientConn) readReply(self *waiter, b *Batch) (got, own bool, r result, err error) {
 	body, owned, err := cn.fr.next()
 	if err != nil {
 		if cn.readBy != 0 && errors.Is(err, os.ErrDeadlineExceeded) {
@@ -287,7 +319,7 @@ func (cn *clientConn) readReply(self *waiter) (got, own bool, r result, err erro
 	if w == self {
 		return true, own, r, nil
 	}
-	w.ch <- r
+	w.deliver(r, b)
 	return false, own, result{}, nil
 }
 
@@ -331,7 +363,7 @@ func (cn *clientConn) fail(err error) {
 	close(cn.done)
 	cn.nc.Close()
 	for _, w := range waiting {
-		w.ch <- result{err: err}
+		w.deliver(result{err: err}, nil)
 	}
 	switch {
 	case errors.Is(err, ErrClosed):
@@ -354,13 +386,19 @@ func (cn *clientConn) readLoop(wg *sync.WaitGroup) {
 			cn.nc.SetReadDeadline(time.Time{})
 			cn.readBy = 0
 		}
+		var b Batch
 		for own := true; own; {
+			if !cn.fr.buffered() {
+				b.End()
+			}
 			var err error
-			if _, own, _, err = cn.readReply(nil); err != nil {
+			if _, own, _, err = cn.readReply(nil, &b); err != nil {
+				b.End()
 				cn.fail(err)
 				return
 			}
 		}
+		b.End()
 		watch.Reset(watchAfter)
 	wait:
 		for {

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -22,13 +23,15 @@ import (
 // Any goroutine replying appends to out; the reader takes a slot per call
 // and whoever writes the reply gives it back.
 type conn struct {
-	srv    *Server
-	nc     net.Conn // a *tls.Conn with ServerConfig.TLS
-	log    *slog.Logger
-	client ClientID // set by the handshake, before any call is read
-	codec  Codec    // set by the handshake: the connection's codec, 0 = none
-	fr     frameReader
-	out    outbound
+	srv     *Server
+	nc      net.Conn // a *tls.Conn with ServerConfig.TLS
+	log     *slog.Logger
+	client  ClientID // set by the handshake, before any call is read
+	codec   Codec    // set by the handshake: the connection's codec, 0 = none
+	version uint16   // set by the handshake: the protocol version spoken
+	fr      frameReader
+	out     outbound
+	batch   Batch // the reader's; see Call.Batch
 
 	// writeBy is when, in monotime, the socket's write deadline falls.
 	// Only the owner of out's write side touches it.
@@ -106,8 +109,10 @@ func (c *conn) readLoop() {
 
 	m := c.srv.metrics
 	holding := false // this goroutine holds the output
+	defer c.batch.End()
 	for {
 		if holding && !c.fr.buffered() {
+			c.batch.End()
 			holding = false
 			c.unhold()
 		}
@@ -132,6 +137,7 @@ func (c *conn) readLoop() {
 		default:
 			// At MaxInflight: the slots come back as replies are written,
 			// those held here included.
+			c.batch.End()
 			if holding {
 				holding = false
 				c.unhold()
@@ -187,6 +193,9 @@ func (c *conn) decode(body []byte, owned *bool) (frame, error) {
 	if err == nil && f.kind != kindCall {
 		err = errUnexpectedKind(f.kind)
 	}
+	if err == nil && f.flags&flagForwarded != 0 && c.version < 3 {
+		err = fmt.Errorf("%w: forwarded call on a version %d connection", errMalformed, c.version)
+	}
 	if err == nil && f.flags&flagCompressed != 0 {
 		f.payload, err = c.srv.comp.decompress(c.codec, f.payload, c.srv.cfg.MaxFrame-callSize(&f.cred, nil))
 		*owned = true
@@ -236,10 +245,10 @@ func (c *conn) reply(call *Call, status uint32, payload []byte) {
 	var r appendResult
 	if z := c.srv.comp; c.codec != 0 && len(payload) > z.above {
 		out, flags, scratch := z.compress(c.codec, payload)
-		r = c.out.appendReply(call.ID, call.Method, status, flags, out)
+		r = c.out.appendReply(call.wire, call.Method, status, flags, out)
 		releaseScratch(scratch)
 	} else {
-		r = c.out.appendReply(call.ID, call.Method, status, 0, payload)
+		r = c.out.appendReply(call.wire, call.Method, status, 0, payload)
 	}
 	if m != nil {
 		now := monotime()

@@ -13,7 +13,7 @@
 //
 //	u32 length   bytes after this field
 //	u8  kind     1 call, 2 reply, 3 hello, 4 welcome
-//	u8  flags    bit 0: payload compressed; the others must be 0
+//	u8  flags    bit 0: payload compressed; bit 1: forwarded; the others must be 0
 //	u16 method
 //	u64 call id
 //	u32 status   replies only; 0 in every other kind
@@ -26,10 +26,16 @@
 // A reply's payload follows the header directly; it echoes the call's
 // method and id.
 //
+// A forwarded call (flag bit 1, protocol version 3) carries, between the
+// header and the uid, the client id and call id of the client a router
+// forwards it for; the server hands it to its Handler as that client's
+// call (Call.Client, Call.ID) and replies under the header's call id. See
+// Client.Forward.
+//
 // The first frame on a connection is the client's hello, answered by the
 // server's welcome. In both, method, call id and status are 0:
 //
-//	hello:   "CNPY", u16 version (2), [16]byte client id,
+//	hello:   "CNPY", u16 version (3), [16]byte client id,
 //	         u16 secret length, secret bytes, u16 codecs offered
 //	welcome: u16 version, u32 status, u16 codec chosen (if status is 0)
 //

@@ -38,7 +38,16 @@ const (
 	// flagCompressed marks a call or reply whose payload is compressed with
 	// the codec the connection's handshake chose.
 	flagCompressed uint8 = 1 << 0
+
+	// flagForwarded marks a call sent on behalf of another client, from
+	// protocol version 3 on: the call carries that client's id and call id
+	// (originSize bytes) between the header and the cred, and the server
+	// treats the call as that client's (see Client.Forward).
+	flagForwarded uint8 = 1 << 1
 )
+
+// originSize is the size of a forwarded call's origin: client id, call id.
+const originSize = 16 + 8
 
 // errMalformed marks frames that cannot be decoded.
 var errMalformed = errors.New("malformed frame")
@@ -46,12 +55,18 @@ var errMalformed = errors.New("malformed frame")
 // frame is one decoded frame. payload aliases the decoded bytes; cred.Groups
 // does not.
 type frame struct {
-	kind    uint8
-	flags   uint8
-	method  uint16
-	id      uint64
-	status  uint32
-	cred    Cred   // calls only
+	kind   uint8
+	flags  uint8
+	method uint16
+	id     uint64
+	status uint32
+	cred   Cred // calls only
+
+	// origin and originID are the client and call id a forwarded call was
+	// made with (flagForwarded).
+	origin   ClientID
+	originID uint64
+
 	payload []byte // what follows the header (and, in a call, the cred)
 }
 
@@ -68,13 +83,22 @@ func decodeFrame(b []byte) (frame, error) {
 	f.id = le.Uint64(b[4:])
 	f.status = le.Uint32(b[12:])
 	b = b[headerSize:]
-	if f.flags&^flagCompressed != 0 || f.flags != 0 && f.kind != kindCall && f.kind != kindReply {
+	if f.flags&^(flagCompressed|flagForwarded) != 0 || f.flags != 0 && f.kind != kindCall && f.kind != kindReply ||
+		f.flags&flagForwarded != 0 && f.kind != kindCall {
 		return f, fmt.Errorf("%w: flags %#x in a frame of kind %d", errMalformed, f.flags, f.kind)
 	}
 	switch f.kind {
 	case kindCall:
 		if f.status != 0 {
 			return f, fmt.Errorf("%w: call with status %#x", errMalformed, f.status)
+		}
+		if f.flags&flagForwarded != 0 {
+			if len(b) < originSize {
+				return f, fmt.Errorf("%w: forwarded call too short for its origin", errMalformed)
+			}
+			copy(f.origin[:], b)
+			f.originID = le.Uint64(b[16:])
+			b = b[originSize:]
 		}
 		if len(b) < credSize {
 			return f, fmt.Errorf("%w: call too short for its cred", errMalformed)
@@ -113,6 +137,12 @@ func callSize(cred *Cred, payload []byte) int {
 	return headerSize + credSize + 4*len(cred.Groups) + len(payload)
 }
 
+// origin is the identity a forwarded call is made with.
+type origin struct {
+	client ClientID
+	id     uint64
+}
+
 // replySize returns the length field of a reply frame.
 func replySize(payload []byte) int { return headerSize + len(payload) }
 
@@ -129,7 +159,22 @@ func appendHeader(b []byte, size int, kind, flags uint8, method uint16, id uint6
 // appendCall appends a call frame to b. The caller has checked that cred has
 // at most MaxGroups groups and that the frame fits the peer's MaxFrame.
 func appendCall(b []byte, id uint64, method uint16, flags uint8, cred *Cred, payload []byte) []byte {
-	b = appendHeader(b, callSize(cred, payload), kindCall, flags, method, id, 0)
+	return appendCallFrom(b, id, method, flags, nil, cred, payload)
+}
+
+// appendCallFrom appends a call frame to b, a forwarded one if from is not
+// nil (flagForwarded is then set).
+func appendCallFrom(b []byte, id uint64, method uint16, flags uint8, from *origin, cred *Cred, payload []byte) []byte {
+	size := callSize(cred, payload)
+	if from != nil {
+		flags |= flagForwarded
+		size += originSize
+	}
+	b = appendHeader(b, size, kindCall, flags, method, id, 0)
+	if from != nil {
+		b = append(b, from.client[:]...)
+		b = le.AppendUint64(b, from.id)
+	}
 	b = le.AppendUint32(b, cred.UID)
 	b = le.AppendUint32(b, cred.GID)
 	b = le.AppendUint16(b, uint16(len(cred.Groups)))

@@ -153,7 +153,7 @@ func TestOutboundCoalesces(t *testing.T) {
 	}
 	// The first appender owns the write side until it lets go: later
 	// appends leave their frames to it.
-	if r := o.appendCall(2, 1, 0, &Cred{UID: 5}, []byte("b")); r != queued {
+	if r := o.appendCall(2, 1, 0, nil, &Cred{UID: 5}, []byte("b")); r != queued {
 		t.Fatalf("append while owned: %v, want queued", r)
 	}
 	if r := o.appendReply(3, 1, 0, 0, nil); r != queued {
@@ -199,6 +199,30 @@ func TestOutboundCoalesces(t *testing.T) {
 	if r := o.appendReply(7, 1, 0, 0, nil); r != dropped {
 		t.Fatalf("append to a closed outbound: %v, want dropped", r)
 	}
+}
+
+// With two holders, the frames wait for the last to let go.
+func TestOutboundNestedHolds(t *testing.T) {
+	o := newOutbound()
+	o.hold()
+	o.hold()
+	if r := o.appendReply(1, 1, 0, 0, nil); r != queued {
+		t.Fatalf("append while held twice: %v, want queued", r)
+	}
+	if o.unhold() {
+		t.Fatal("the first of two holders to let go became the owner")
+	}
+	if r := o.appendReply(2, 1, 0, 0, nil); r != queued {
+		t.Fatalf("append while still held: %v, want queued", r)
+	}
+	if !o.unhold() {
+		t.Fatal("the last holder to let go did not become the owner")
+	}
+	buf, frames := o.take()
+	if frames != 2 {
+		t.Fatalf("took %d frames, want 2", frames)
+	}
+	checkIDs(t, buf, 1, 2)
 }
 
 func TestOutboundHold(t *testing.T) {

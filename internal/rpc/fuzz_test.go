@@ -14,6 +14,7 @@ func FuzzDecodeFrame(f *testing.F) {
 	f.Add(appendCall(nil, 3, 4, 0, &Cred{UID: 1, GID: 2, Groups: []uint32{3}}, []byte("x"))[lenSize:])
 	f.Add(appendReply(nil, 3, 4, StatusInternal, 0, []byte("y"))[lenSize:])
 	f.Add(appendCall(nil, 3, 4, flagCompressed, &Cred{}, []byte{1, 0, 'z'})[lenSize:])
+	f.Add(appendCallFrom(nil, 3, 4, 0, &origin{client: ClientID{7}, id: 9}, &Cred{UID: 1}, []byte("x"))[lenSize:])
 	f.Add(appendReply(nil, 3, 4, StatusOK, flagCompressed, []byte{1, 0, 'z'})[lenSize:])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fr, err := decodeFrame(b)
@@ -25,7 +26,11 @@ func FuzzDecodeFrame(f *testing.F) {
 			var again []byte
 			switch fr.kind {
 			case kindCall:
-				again = appendCall(nil, fr.id, fr.method, fr.flags, &fr.cred, fr.payload)
+				var from *origin
+				if fr.flags&flagForwarded != 0 {
+					from = &origin{client: fr.origin, id: fr.originID}
+				}
+				again = appendCallFrom(nil, fr.id, fr.method, fr.flags&^flagForwarded, from, &fr.cred, fr.payload)
 			case kindReply:
 				again = appendReply(nil, fr.id, fr.method, fr.status, fr.flags, fr.payload)
 			case kindHello, kindWelcome:

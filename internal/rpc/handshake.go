@@ -9,8 +9,9 @@ import (
 
 const (
 	// protocolVersion is the version this package speaks by preference.
-	// Version 2 adds compression to version 1.
-	protocolVersion uint16 = 2
+	// Version 2 adds compression to version 1; version 3 adds forwarded
+	// calls to version 2.
+	protocolVersion uint16 = 3
 
 	// minVersion is the oldest version it still speaks, with peers that
 	// speak no newer one.
@@ -203,6 +204,7 @@ func (c *conn) handshake() error {
 	}
 	c.client = h.client
 	c.codec = w.codec
+	c.version = h.version
 	c.fr.max = cfg.MaxFrame
 	return nil
 }
@@ -246,6 +248,7 @@ func (cn *clientConn) handshake(cfg *ClientConfig, version uint16) (welcome, err
 		return w, fmt.Errorf("clear handshake deadline: %w", err)
 	}
 	cn.codec = w.codec
+	cn.version = version
 	cn.fr.max = cfg.MaxFrame
 	return w, nil
 }

@@ -22,19 +22,20 @@ const maxIdleBuf = 1 << 20
 // (append reports mustWrite) and either writes at once itself (flush) or
 // hands the ownership to the writer goroutine (handOff), which waits on
 // ready. A server's reader may also hold the output (hold) while it works
-// through the calls already in its read buffer: appends then leave their
-// frames for it, and it flushes them, or sees that another goroutine is
-// writing, before it next blocks (unhold).
+// through the calls already in its read buffer, and so may a Batch:
+// appends then leave their frames for the holders, and the last of them to
+// let go flushes them, or sees that another goroutine is writing, before
+// it next blocks (unhold).
 //
-// Invariant: whenever buf holds a frame, writing or held is set, so
-// somebody is bound to write it.
+// Invariant: whenever buf holds a frame, writing is set or holds is
+// positive, so somebody is bound to write it.
 type outbound struct {
 	mu      sync.Mutex
 	buf     []byte // encoded frames not yet taken by the owner
 	frames  int    // number of frames in buf
 	closed  bool   // the connection is gone: appends are dropped
 	writing bool   // a goroutine owns the write side
-	held    bool   // the server's reader will flush before it blocks
+	holds   int    // holders that will flush before they block
 
 	// spare is the buffer the owner last wrote, given to the appends that
 	// follow its next take. Only the owner touches it.
@@ -67,7 +68,7 @@ const (
 // claim settles an append made under mu: the caller becomes the owner if
 // nobody writes or holds. Called with mu held; unlocks it.
 func (o *outbound) claim() appendResult {
-	if o.writing || o.held {
+	if o.writing || o.holds > 0 {
 		o.mu.Unlock()
 		return queued
 	}
@@ -89,13 +90,13 @@ func (o *outbound) appendReply(id uint64, method uint16, status uint32, flags ui
 }
 
 // appendCall appends a call frame.
-func (o *outbound) appendCall(id uint64, method uint16, flags uint8, cred *Cred, payload []byte) appendResult {
+func (o *outbound) appendCall(id uint64, method uint16, flags uint8, from *origin, cred *Cred, payload []byte) appendResult {
 	o.mu.Lock()
 	if o.closed {
 		o.mu.Unlock()
 		return dropped
 	}
-	o.buf = appendCall(o.buf, id, method, flags, cred, payload)
+	o.buf = appendCallFrom(o.buf, id, method, flags, from, cred, payload)
 	o.frames++
 	return o.claim()
 }
@@ -145,21 +146,23 @@ func (o *outbound) handOff() {
 	}
 }
 
-// hold marks the output as held by the server's reader: appends leave
-// their frames for it.
+// hold marks the output as held, by the server's reader or a Batch:
+// appends leave their frames for the holders.
 func (o *outbound) hold() {
 	o.mu.Lock()
-	o.held = true
+	o.holds++
 	o.mu.Unlock()
 }
 
-// unhold ends the reader's hold. It reports true, making the caller the
-// owner, if frames are pending and nobody is writing them; otherwise the
-// owner in place, if any, writes them.
+// unhold ends one hold. It reports true, making the caller the owner, if
+// it was the last hold and frames are pending that nobody is writing;
+// otherwise the owner in place or another holder writes them.
 func (o *outbound) unhold() bool {
 	o.mu.Lock()
-	o.held = false
-	if o.writing || len(o.buf) == 0 || o.closed {
+	if o.holds > 0 {
+		o.holds--
+	}
+	if o.holds > 0 || o.writing || len(o.buf) == 0 || o.closed {
 		o.mu.Unlock()
 		return false
 	}

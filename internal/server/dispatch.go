@@ -34,6 +34,10 @@ func newRequest(m pb.Method) proto.Message {
 		return &pb.ReaddirRequest{}
 	case pb.Method_GETXATTR, pb.Method_SETXATTR, pb.Method_REMOVEXATTR:
 		return &pb.XattrRequest{}
+	case pb.Method_TABLES_GET:
+		return &pb.TablesRequest{}
+	case pb.Method_TABLES_UPDATE:
+		return &pb.TablesUpdate{}
 	}
 	return nil
 }
@@ -43,7 +47,8 @@ func newRequest(m pb.Method) proto.Message {
 func isMutation(m pb.Method) bool {
 	switch m {
 	case pb.Method_SETATTR, pb.Method_MKDIR, pb.Method_MKNOD, pb.Method_UNLINK, pb.Method_RMDIR,
-		pb.Method_RENAME, pb.Method_LINK, pb.Method_SYMLINK, pb.Method_SETXATTR, pb.Method_REMOVEXATTR:
+		pb.Method_RENAME, pb.Method_LINK, pb.Method_SYMLINK, pb.Method_SETXATTR, pb.Method_REMOVEXATTR,
+		pb.Method_TABLES_UPDATE:
 		return true
 	}
 	return false
@@ -64,10 +69,12 @@ func statusOf(err error) uint32 {
 
 // apply runs one decoded request against the engine at time now. It is
 // called by the apply loop only, and by recovery before the loop starts.
+// A failure's reply is an ErrorDetail when the error says more than its
+// errno, nil otherwise.
 func apply(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Message, now int64) (uint32, proto.Message) {
 	reply, err := dispatch(e, c, m, req, now)
 	if err != nil {
-		return statusOf(err), nil
+		return statusOf(err), errorDetail(err)
 	}
 	return 0, reply
 }
@@ -198,6 +205,8 @@ func dispatch(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Message, n
 		}
 		names, err := e.ListXattr(c, ino)
 		return &pb.XattrListReply{Names: names}, err
+	case pb.Method_TABLES_GET, pb.Method_TABLES_UPDATE:
+		return dispatchTables(e, c, m, req)
 	}
 	return nil, syscall.ENOSYS
 }

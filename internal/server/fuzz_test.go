@@ -7,6 +7,7 @@ import (
 
 	pb "github.com/canopyfs/canopy/api/metapb"
 	"github.com/canopyfs/canopy/internal/engine"
+	"github.com/canopyfs/canopy/internal/mount"
 )
 
 // FuzzApply feeds arbitrary method numbers, payloads and identities
@@ -27,6 +28,12 @@ func FuzzApply(f *testing.F) {
 	seed(pb.Method_SETATTR, &pb.SetattrRequest{Path: "/a/f", Valid: 0xff, Size: 1 << 62})
 	seed(pb.Method_SETXATTR, &pb.XattrRequest{Path: "/a", Name: "user.x", Value: []byte("v")})
 	seed(pb.Method_SUMMARY, &pb.NodeRequest{Path: "/"})
+	seed(pb.Method_TABLES_GET, &pb.TablesRequest{Ino: 1, KnownVersion: 0, WaitMs: 10})
+	seed(pb.Method_TABLES_UPDATE, &pb.TablesUpdate{
+		ExpectedVersion: 0, RemoveMounts: []string{"/x"},
+		SetMounts: []*pb.MountEntry{{Prefix: "/a/../b", Vpart: 4095, Target: "//t/"}, {Prefix: "/c", Vpart: 70000}},
+		SetRoutes: []*pb.Route{{Vpart: 1, Addrs: []string{"h:1", "h:1"}}, {Vpart: 2}},
+	})
 	f.Add(uint16(9999), []byte{0xff, 0x01}, uint32(1000))
 
 	f.Fuzz(func(t *testing.T, method uint16, payload []byte, uid uint32) {
@@ -47,6 +54,16 @@ func FuzzApply(f *testing.F) {
 		apply(e, engine.Cred{UID: uid, GID: uid}, m, req, 10)
 		if err := e.Check(); err != nil {
 			t.Fatalf("%s %x: %v", m, payload, err)
+		}
+		tb, err := e.Tables()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := mount.Compile(tb.Mounts); err != nil {
+			t.Fatalf("%s %x: mount table no longer compiles: %v", m, payload, err)
+		}
+		if _, err := mount.CompileRouting(tb.Routes); err != nil {
+			t.Fatalf("%s %x: routing table no longer compiles: %v", m, payload, err)
 		}
 	})
 }

@@ -215,8 +215,11 @@ func (s *Server) commitLoop() {
 				if err != nil {
 					o.status, o.reply = uint32(syscall.EIO), nil
 				}
+				if s.afterCommit(o) {
+					continue
+				}
 				buf = buf[:0]
-				if o.reply != nil && o.status == 0 {
+				if o.reply != nil {
 					buf, _ = proto.MarshalOptions{}.MarshalAppend(buf, o.reply)
 				}
 				o.call.Reply(o.status, buf)

@@ -173,7 +173,9 @@ func (s *Server) decodeState(r io.Reader) error {
 			if _, err := io.ReadFull(br, data); err != nil {
 				return fmt.Errorf("retry cache: %w", err)
 			}
-			reply := &pb.AttrReply{}
+			// Any method's reply: kept as unknown fields of an empty
+			// message, which encodes them again byte for byte.
+			reply := &pb.Empty{}
 			if err := proto.Unmarshal(data, reply); err != nil {
 				return fmt.Errorf("retry cache: %w", err)
 			}

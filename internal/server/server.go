@@ -37,6 +37,7 @@ type Config struct {
 	Clock           func() int64          // nanoseconds since the epoch; default time.Now
 	Metrics         prometheus.Registerer // where to register the server's metrics; nil = nowhere
 	TLS             *tls.Config           // serve TLS; nil = plain TCP
+	TableWatches    int                   // long-polling TABLES_GET calls parked at once; default 1024
 }
 
 func (c *Config) setDefaults() {
@@ -95,6 +96,8 @@ type Server struct {
 	truncs   chan uint64         // checkpointer -> committer
 	ckptBusy atomic.Bool         // a checkpoint is being written
 
+	watch *tablesWatch // parked TABLES_GET long polls; see dispatch_tables.go
+
 	stats   stats
 	metrics *metrics
 
@@ -121,6 +124,7 @@ func Open(cfg Config) (*Server, error) {
 		truncs:  make(chan uint64, 1),
 		stopped: make(chan struct{}),
 		failed:  make(chan struct{}),
+		watch:   newTablesWatch(cfg.TableWatches),
 	}
 	start := time.Now()
 	if err := s.recover(); err != nil {
@@ -159,6 +163,7 @@ func (s *Server) Failed() <-chan struct{} { return s.failed }
 func (s *Server) Shutdown(ctx context.Context) error {
 	var err error
 	s.stopOnce.Do(func() {
+		s.watch.stop()
 		err = s.rpc.Shutdown(ctx)
 		if err != nil {
 			s.rpc.Close()
@@ -171,6 +176,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // Close stops the server at once; calls in flight get no reply.
 func (s *Server) Close() error {
 	s.stopOnce.Do(func() {
+		s.watch.stop()
 		s.rpc.Close()
 		s.stopLoops()
 	})

@@ -1,0 +1,136 @@
+package cli
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/canopyfs/canopy/client"
+	"github.com/canopyfs/canopy/internal/mount"
+	"github.com/canopyfs/canopy/internal/observe"
+	"github.com/canopyfs/canopy/internal/router"
+	"github.com/canopyfs/canopy/internal/server"
+)
+
+// `canopy up --partitions N` (N > 1) runs a federated Canopy in one
+// process: N metadata partitions, with ids 0..N-1, each keeping its state
+// in DIR/pK and serving on its own free 127.0.0.1 port, and one router in
+// front of them on --listen. At every start the routing table (kept by
+// partition 0) is pointed at the partitions' current ports. On the first
+// start the mount table gets "/pK" -> partition K, target "/", for every
+// K >= 1, so that each partition owns part of the namespace: "/" and all
+// else stays in partition 0. Later edits to the mount table are kept.
+
+// partitionMount is the prefix mounted from partition k's root.
+func partitionMount(k int) string { return fmt.Sprintf("/p%d", k) }
+
+// upPartitions runs n partitions and a router until a signal or a
+// partition's log fails.
+func upPartitions(cmd *cobra.Command, g *globals, dir, listen, metricsListen string, tlsCfg *tls.Config, n int) error {
+	if n < 2 || n > mount.VirtualPartitions {
+		return fmt.Errorf("up: --partitions %d: want 1 to %d", n, mount.VirtualPartitions)
+	}
+	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+	addrs := make([]string, n)
+	failed := make(chan error, n)
+	for k := range n {
+		cfg := server.Config{Dir: filepath.Join(dir, fmt.Sprintf("p%d", k)), Partition: uint16(k), Secret: g.secret,
+			Logger: log.With("partition", k)}
+		srv, addr, stop, err := startPartition(cfg, metricsListen != "")
+		if err != nil {
+			return err
+		}
+		defer stop()
+		addrs[k] = addr
+		go func() {
+			<-srv.Failed()
+			failed <- fmt.Errorf("partition %d: %w", k, server.ErrFailed)
+		}()
+	}
+	if err := layoutTables(g, addrs); err != nil {
+		return err
+	}
+	cfg := router.Config{Listen: listen, Root: addrs[:1], Secret: g.secret, TLS: tlsCfg, Logger: log.With("role", "router")}
+	return runRouter(cmd, cfg, metricsListen, "ready at", failed)
+}
+
+// startPartition opens and serves one partition on a free loopback port,
+// with its own metrics endpoint (also on a free port, logged) if metrics
+// are asked for. stop shuts it down gracefully.
+func startPartition(cfg server.Config, metrics bool) (*server.Server, string, func(), error) {
+	obsReg := observe.NewRegistry()
+	if metrics {
+		cfg.Metrics = obsReg
+	}
+	srv, err := server.Open(cfg)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		srv.Close()
+		return nil, "", nil, fmt.Errorf("listen: %w", err)
+	}
+	go srv.Serve(ln)
+	var obs *observe.Server
+	if metrics {
+		if obs, err = observe.Serve("127.0.0.1:0", obsReg, func() any { return srv.Status() }, cfg.Logger); err != nil {
+			srv.Close()
+			return nil, "", nil, err
+		}
+		cfg.Logger.Info("metrics", "addr", obs.Addr().String())
+	}
+	cfg.Logger.Info("partition serving", "addr", ln.Addr().String(), "dir", cfg.Dir)
+	stop := func() {
+		if obs != nil {
+			obs.Close()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			cfg.Logger.Warn("shutdown", "err", err)
+		}
+	}
+	return srv, ln.Addr().String(), stop, nil
+}
+
+// layoutTables points the routing table at the partitions' addresses and,
+// on the first start (tables at version 0), mounts each partition K >= 1 at
+// /pK.
+func layoutTables(g *globals, addrs []string) error {
+	opts, err := g.clientOptions()
+	if err != nil {
+		return err
+	}
+	opts.TLS = nil // the partitions serve plain TCP on loopback
+	c, err := client.Dial(addrs[0], opts)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	t, err := c.Tables(ctx)
+	if err != nil {
+		return err
+	}
+	u := client.TablesUpdate{ExpectedVersion: t.Version}
+	for k, a := range addrs {
+		u.SetRoutes = append(u.SetRoutes, client.Route{VPart: uint16(k), Addrs: []string{a}})
+	}
+	if t.Version == 0 {
+		for k := 1; k < len(addrs); k++ {
+			u.SetMounts = append(u.SetMounts, client.MountEntry{Prefix: partitionMount(k), VPart: uint16(k), Target: "/"})
+		}
+	}
+	if _, err := c.UpdateTables(ctx, u); err != nil {
+		return fmt.Errorf("up: set the tables: %w", unwrapPath(err))
+	}
+	return nil
+}

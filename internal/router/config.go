@@ -1,0 +1,51 @@
+package router
+
+import (
+	"crypto/tls"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config configures a router.
+type Config struct {
+	Listen   string               // address to serve on, e.g. "127.0.0.1:0"
+	Root     []string             // metadata server address(es) of vpart 0, which keeps the tables
+	Secret   string               // shared secret, for clients and downstream
+	TLS      *tls.Config          // optional, for the listener
+	Registry *prometheus.Registry // optional: where the router's metrics go
+	Logger   *slog.Logger         // default slog.Default()
+
+	// MaxReads and MaxWrites bound the calls of each class in flight
+	// through the router; a call beyond the bound is refused with
+	// StatusBusy. Default 8192 each.
+	MaxReads, MaxWrites int
+
+	// ConnsPerServer is the number of connections kept to each metadata
+	// server; default 1. Calls share them, multiplexed; more connections
+	// mean smaller batches per write.
+	ConnsPerServer int
+
+	// TablesWait is how long one long poll for new tables waits at the
+	// root partition before asking again; default 10s.
+	TablesWait time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.MaxReads <= 0 {
+		c.MaxReads = 8192
+	}
+	if c.MaxWrites <= 0 {
+		c.MaxWrites = 8192
+	}
+	if c.ConnsPerServer <= 0 {
+		c.ConnsPerServer = 1
+	}
+	if c.TablesWait <= 0 {
+		c.TablesWait = 10 * time.Second
+	}
+}

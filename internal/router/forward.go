@@ -1,0 +1,356 @@
+package router
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/canopyfs/canopy/api/metapb"
+	"github.com/canopyfs/canopy/internal/mount"
+	"github.com/canopyfs/canopy/internal/rpc"
+)
+
+// isWrite reports whether calls of method m change the namespace: they go
+// in the write class and are refused under a read-only mount.
+func isWrite(m pb.Method) bool {
+	switch m {
+	case pb.Method_SETATTR, pb.Method_MKDIR, pb.Method_MKNOD, pb.Method_UNLINK, pb.Method_RMDIR,
+		pb.Method_RENAME, pb.Method_LINK, pb.Method_SYMLINK, pb.Method_SETXATTR, pb.Method_REMOVEXATTR,
+		pb.Method_ALLOC_SLICES, pb.Method_COMMIT, pb.Method_COMPACT, pb.Method_PURGE, pb.Method_TABLES_UPDATE:
+		return true
+	}
+	return false
+}
+
+// changes reports whether a call with fields f changes what it names: a
+// write, or an OPEN for writing or truncating.
+func changes(m pb.Method, f *fields) bool {
+	if m == pb.Method_OPEN {
+		return f.seven&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC) != 0
+	}
+	return isWrite(m)
+}
+
+// serve is the router's rpc.Handler. It runs on the reader goroutine of
+// the client's connection and never blocks: a call is answered at once,
+// handed to a partition connection, or handed to a goroutine of its own.
+func (r *Router) serve(c *rpc.Call) {
+	start := monotime()
+	m := pb.Method(c.Method)
+	cls := rpc.ClassRead
+	if isWrite(m) {
+		cls = rpc.ClassWrite
+	}
+	if r.inflight[cls].Add(1) > r.limit[cls] {
+		r.inflight[cls].Add(-1)
+		if r.metrics != nil {
+			r.metrics.busy[cls].Inc()
+		}
+		c.Reply(rpc.StatusBusy, nil)
+		return
+	}
+	rc := reqCall{c: c, cls: cls, start: start}
+	v := r.view.Load()
+	switch {
+	case m == pb.Method_NULL:
+		r.reply(&rc, 0, c.Payload) // NullReply has NullRequest's field 1
+	case m == pb.Method_TABLES_GET || m == pb.Method_TABLES_UPDATE:
+		if r.rootPart == nil {
+			r.reply(&rc, uint32(syscall.ENOSYS), nil)
+			return
+		}
+		r.forward(&rc, r.rootPart, c.Payload, 0)
+	case m == pb.Method_RENAME || m == pb.Method_LINK:
+		r.serveTwo(&rc, v, m)
+	case m == pb.Method_READDIR || m == pb.Method_SUMMARY || m == pb.Method_STATFS:
+		r.serveListing(&rc, v, m)
+	case m >= pb.Method_LOOKUP && m <= 39:
+		r.serveOne(&rc, v, m)
+	default:
+		r.reply(&rc, rpc.StatusUnknownMethod, nil)
+	}
+}
+
+// reqCall is a call being served and what its completion needs.
+type reqCall struct {
+	c     *rpc.Call
+	cls   rpc.Class
+	start int64 // monotime of its arrival
+}
+
+// reply answers the call and ends its time in the router.
+func (r *Router) reply(rc *reqCall, status uint32, payload []byte) {
+	r.replyIn(nil, rc, status, payload)
+}
+
+// replyIn answers the call, leaving the reply to batch b (see rpc.Batch),
+// and ends its time in the router.
+func (r *Router) replyIn(b *rpc.Batch, rc *reqCall, status uint32, payload []byte) {
+	rc.c.ReplyIn(b, status, payload)
+	r.inflight[rc.cls].Add(-1)
+	if m := r.metrics; m != nil {
+		m.processing.Observe(seconds(monotime() - rc.start))
+	}
+}
+
+// replyErr answers the call with an errno from err (EIO if none), and an
+// ErrorDetail saying detail if it is not empty.
+func (r *Router) replyErr(rc *reqCall, err error, detail string) {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		errno = syscall.EIO
+	}
+	var payload []byte
+	if detail != "" {
+		payload, _ = proto.Marshal(&pb.ErrorDetail{Message: detail})
+	}
+	r.reply(rc, uint32(errno), payload)
+}
+
+// bufPool holds buffers for rewritten requests.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// route is where a path goes: its entry and the path inside the
+// partition.
+type route struct {
+	norm  string
+	entry *mount.Entry
+	inner string
+}
+
+// lookup normalizes path and finds its entry in v.
+func (r *Router) lookup(v *view, path string) (route, error) {
+	norm, err := mount.Normalize(path)
+	if err != nil {
+		return route{}, err
+	}
+	var t0 int64
+	if r.metrics != nil {
+		t0 = monotime()
+	}
+	e, inner, _ := v.mounts.Lookup(norm)
+	if r.metrics != nil {
+		r.metrics.lookup.Observe(seconds(monotime() - t0))
+	}
+	return route{norm: norm, entry: e, inner: inner}, nil
+}
+
+// mountsBelow reports whether anything is mounted strictly below the
+// normalized path p.
+func mountsBelow(v *view, p string) bool { return len(v.mounts.Children(p)) > 0 }
+
+// serveOne routes a call that names one node, by path or by inode.
+func (r *Router) serveOne(rc *reqCall, v *view, m pb.Method) {
+	t0 := monotime()
+	f, err := readFields(rc.c.Payload)
+	if err != nil {
+		r.reply(rc, rpc.StatusMalformed, nil)
+		return
+	}
+	payload := rc.c.Payload
+	var vp uint16
+	var buf *[]byte
+	if f.path != "" {
+		rt, err := r.lookup(v, f.path)
+		if err != nil {
+			r.replyErr(rc, err, "")
+			return
+		}
+		if rt.entry.ReadOnly && changes(m, &f) {
+			r.replyErr(rc, syscall.EROFS, fmt.Sprintf("%s is mounted read-only", rt.entry.Prefix))
+			return
+		}
+		if m == pb.Method_RMDIR && mountsBelow(v, rt.norm) {
+			r.replyErr(rc, syscall.EBUSY, fmt.Sprintf("%s has mount points below it", rt.norm))
+			return
+		}
+		vp = rt.entry.VPart
+		if rt.inner != f.path {
+			buf = bufPool.Get().(*[]byte)
+			payload = rewrite((*buf)[:0], payload, &f, rt.inner, f.newPath)
+		}
+	} else {
+		vp = uint16(f.ino >> 48)
+		if v.readOnly[vp] && changes(m, &f) {
+			r.replyErr(rc, syscall.EROFS, fmt.Sprintf("partition %d is mounted read-only", vp))
+			return
+		}
+	}
+	r.forwardTo(rc, v, vp, payload, monotime()-t0)
+	if buf != nil {
+		*buf = payload[:0]
+		bufPool.Put(buf)
+	}
+}
+
+// serveTwo routes RENAME and LINK, which name two entries: both must be
+// under the same mount entry (or, by inode, in the same partition).
+func (r *Router) serveTwo(rc *reqCall, v *view, m pb.Method) {
+	t0 := monotime()
+	f, err := readFields(rc.c.Payload)
+	if err != nil {
+		r.reply(rc, rpc.StatusMalformed, nil)
+		return
+	}
+	op := "rename"
+	if m == pb.Method_LINK {
+		op = "link"
+	}
+	// side resolves one of the two entries.
+	type side struct {
+		route
+		vp   uint16
+		ro   bool
+		name string // for messages
+	}
+	resolve := func(path string, ino uint64) (side, error) {
+		if path == "" {
+			vp := uint16(ino >> 48)
+			return side{vp: vp, ro: v.readOnly[vp], name: fmt.Sprintf("inode %d", ino)}, nil
+		}
+		rt, err := r.lookup(v, path)
+		if err != nil {
+			return side{}, err
+		}
+		return side{route: rt, vp: rt.entry.VPart, ro: rt.entry.ReadOnly, name: rt.norm}, nil
+	}
+	a, err := resolve(f.path, f.ino)
+	if err != nil {
+		r.replyErr(rc, err, "")
+		return
+	}
+	b, err := resolve(f.newPath, f.newParent)
+	if err != nil {
+		r.replyErr(rc, err, "")
+		return
+	}
+	switch {
+	case a.entry != nil && b.entry != nil && a.entry.Prefix != b.entry.Prefix:
+		r.replyErr(rc, syscall.EXDEV, fmt.Sprintf("%s %s to %s crosses mount points %s and %s", op, a.norm, b.norm, a.entry.Prefix, b.entry.Prefix))
+		return
+	case a.vp != b.vp:
+		r.replyErr(rc, syscall.EXDEV, fmt.Sprintf("%s %s to %s crosses partitions %d and %d", op, a.name, b.name, a.vp, b.vp))
+		return
+	case a.ro || b.ro:
+		r.replyErr(rc, syscall.EROFS, fmt.Sprintf("%s %s to %s: mounted read-only", op, a.name, b.name))
+		return
+	case m == pb.Method_RENAME && (a.entry != nil && mountsBelow(v, a.norm) || b.entry != nil && mountsBelow(v, b.norm)):
+		r.replyErr(rc, syscall.EBUSY, fmt.Sprintf("%s %s to %s: mount points below", op, a.name, b.name))
+		return
+	}
+	payload := rc.c.Payload
+	newA, newB := f.path, f.newPath
+	if a.entry != nil {
+		newA = a.inner
+	}
+	if b.entry != nil {
+		newB = b.inner
+	}
+	var buf *[]byte
+	if newA != f.path || newB != f.newPath {
+		buf = bufPool.Get().(*[]byte)
+		payload = rewrite((*buf)[:0], payload, &f, newA, newB)
+	}
+	r.forwardTo(rc, v, a.vp, payload, monotime()-t0)
+	if buf != nil {
+		*buf = payload[:0]
+		bufPool.Put(buf)
+	}
+}
+
+// forwardTo forwards the call, with payload, to virtual partition vp of v.
+func (r *Router) forwardTo(rc *reqCall, v *view, vp uint16, payload []byte, parseNs int64) {
+	if m := r.metrics; m != nil {
+		m.parse.Observe(seconds(parseNs))
+	}
+	pt := v.parts[vp]
+	if pt == nil {
+		if v.mounted[vp] || vp == 0 {
+			// Mounted but not (yet) routed: a table change in progress.
+			r.reply(rc, rpc.StatusBusy, nil)
+		} else {
+			r.replyErr(rc, syscall.ESTALE, fmt.Sprintf("no partition %d", vp))
+		}
+		return
+	}
+	r.forward(rc, pt, payload, parseNs)
+}
+
+// pending is a forwarded call waiting for its partition's reply.
+type pending struct {
+	r    *Router
+	rc   reqCall
+	pt   *partition
+	sent int64
+	done rpc.ForwardFunc // p.finish, bound once
+}
+
+var pendingPool sync.Pool
+
+func init() {
+	pendingPool.New = func() any {
+		p := new(pending)
+		p.done = p.finish
+		return p
+	}
+}
+
+// forward hands the call to a connection of pt. The reply is passed back
+// by whichever goroutine receives it.
+func (r *Router) forward(rc *reqCall, pt *partition, payload []byte, _ int64) {
+	t0 := monotime()
+	cl := pt.client()
+	if cl == nil {
+		// Being dialed: the client retries.
+		if pt.errors != nil {
+			pt.errors.Inc()
+		}
+		r.reply(rc, rpc.StatusBusy, nil)
+		return
+	}
+	if pt.calls != nil {
+		pt.calls.Inc()
+	}
+	p := pendingPool.Get().(*pending)
+	p.r, p.rc, p.pt, p.sent = r, *rc, pt, t0
+	c := rc.c
+	// The call leaves with the others the client connection's reader has
+	// read, in one write, when it has served them all.
+	cl.Forward(c.Batch(), c.Client, c.ID, c.Method, &c.Cred, payload, p.done)
+	// p may be finished and reused by now.
+	if m := r.metrics; m != nil {
+		m.poolWait.Observe(seconds(monotime() - t0))
+	}
+}
+
+// finish passes the partition's reply back to the client, in batch b of
+// the goroutine that received it: with the other replies it receives, in
+// one write to each client.
+func (p *pending) finish(status uint32, reply []byte, err error, b *rpc.Batch) {
+	r, pt := p.r, p.pt
+	if m := r.metrics; m != nil {
+		m.partitionWait.Observe(seconds(monotime() - p.sent))
+	}
+	if err != nil || rpc.IsTransport(status) {
+		if pt.errors != nil {
+			pt.errors.Inc()
+		}
+	}
+	if err != nil {
+		// The partition may or may not have executed the call: the client
+		// retries it with the same call id, which the partition's retry
+		// cache recognizes.
+		if !errors.Is(err, rpc.ErrClosed) {
+			pt.failed()
+			r.log.Debug("forwarding failed", "vpart", pt.vpart, "err", err)
+		}
+		status, reply = rpc.StatusBusy, nil
+	}
+	rc := p.rc
+	*p = pending{done: p.done}
+	pendingPool.Put(p)
+	r.replyIn(b, &rc, status, reply)
+}
