@@ -37,6 +37,7 @@ type Config struct {
 	Clock           func() int64          // nanoseconds since the epoch; default time.Now
 	Metrics         prometheus.Registerer // where to register the server's metrics; nil = nowhere
 	TLS             *tls.Config           // serve TLS; nil = plain TCP
+	Storage         string                // object store URL that VOLUME tells clients (object.Open), without secrets
 }
 
 func (c *Config) setDefaults() {
@@ -80,7 +81,8 @@ type Server struct {
 	// Owned by the apply loop (and by Open before the loop starts).
 	eng       *engine.Engine
 	cache     *retryCache
-	nextLSN   uint64 // the LSN the next log record will get
+	sessions  sessions // files open per client
+	nextLSN   uint64   // the LSN the next log record will get
 	lastNow   int64
 	sinceCkpt int
 	ckptLSN   uint64 // the checkpoint recovery started from; read by the checkpointer at start
@@ -111,16 +113,17 @@ type Server struct {
 func Open(cfg Config) (*Server, error) {
 	cfg.setDefaults()
 	s := &Server{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		cache:   newRetryCache(cfg.RetryCacheSize),
-		reads:   make(chan *op, cfg.QueueSize),
-		writes:  make(chan *op, cfg.QueueSize),
-		commits: make(chan *batch, 1),
-		ckpts:   make(chan *checkpointJob, 1),
-		truncs:  make(chan uint64, 1),
-		stopped: make(chan struct{}),
-		failed:  make(chan struct{}),
+		cfg:      cfg,
+		log:      cfg.Logger,
+		cache:    newRetryCache(cfg.RetryCacheSize),
+		sessions: make(sessions),
+		reads:    make(chan *op, cfg.QueueSize),
+		writes:   make(chan *op, cfg.QueueSize),
+		commits:  make(chan *batch, 1),
+		ckpts:    make(chan *checkpointJob, 1),
+		truncs:   make(chan uint64, 1),
+		stopped:  make(chan struct{}),
+		failed:   make(chan struct{}),
 	}
 	start := time.Now()
 	if err := s.recover(); err != nil {
@@ -133,7 +136,8 @@ func Open(cfg Config) (*Server, error) {
 	s.stats.lsn.Store(s.nextLSN - 1)
 	s.rpc = rpc.NewServer(rpc.HandlerFunc(s.serveCall), rpc.ServerConfig{
 		Secret: cfg.Secret, TLS: cfg.TLS, Logger: cfg.Logger, Metrics: cfg.Metrics,
-		MethodName: func(m uint16) string { return strings.ToLower(pb.Method(m).String()) },
+		MethodName:   func(m uint16) string { return strings.ToLower(pb.Method(m).String()) },
+		OnClientGone: s.clientGone,
 	})
 	s.loops.Add(3)
 	go s.applyLoop()
