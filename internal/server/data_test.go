@@ -126,3 +126,79 @@ func TestDataPathOverRPC(t *testing.T) {
 		t.Fatalf("commit of a used id: %v, want EINVAL", errno)
 	}
 }
+
+// A file deleted while open keeps its slices out of the garbage, and stays
+// readable by inode, until the client that opened it closes it, or until
+// that client's connections are all gone.
+func TestDeletedWhileOpen(t *testing.T) {
+	for _, how := range []string{"close", "disconnect", "restart"} {
+		t.Run(how, func(t *testing.T) {
+			cfg := Config{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)}
+			srv, addr := openAndServe(t, cfg)
+			a, b := dialRaw(t, addr), dialRaw(t, addr)
+			ino := a.create("/f")
+			id := a.write(ino, 0, 100)
+			a.must(pb.Method_OPEN, &pb.OpenRequest{Path: "/f", Flags: uint32(syscall.O_RDONLY)}, nil)
+			b.must(pb.Method_UNLINK, &pb.EntryRequest{Path: "/f"}, nil)
+			if errno := b.call(pb.Method_LOOKUP, &pb.EntryRequest{Path: "/f"}, nil); errno != syscall.ENOENT {
+				t.Fatalf("lookup of the deleted file: %v", errno)
+			}
+			var rc pb.ReadChunksReply
+			b.must(pb.Method_READ_CHUNKS, &pb.ReadChunksRequest{Ino: ino}, &rc)
+			if rc.Attr.Nlink != 0 || rc.Chunks[0].Slices[0].Id != id {
+				t.Fatalf("deleted open file: %v", &rc)
+			}
+			if g := b.garbage(); len(g) != 0 {
+				t.Fatalf("garbage %v while the file is open", g)
+			}
+			// Only the client that opened it can close it.
+			if errno := b.call(pb.Method_CLOSE, &pb.NodeRequest{Ino: ino}, nil); errno != syscall.EBADF {
+				t.Fatalf("close by another client: %v, want EBADF", errno)
+			}
+			switch how {
+			case "close":
+				a.must(pb.Method_CLOSE, &pb.NodeRequest{Ino: ino}, nil)
+			case "disconnect":
+				a.c.Close()
+			case "restart":
+				srv.Close()
+				srv, addr = openAndServe(t, cfg)
+				b = dialRaw(t, addr)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for !b.garbage()[id] {
+				if time.Now().After(deadline) {
+					t.Fatalf("slice %d not garbage 10s after %s", id, how)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if errno := b.call(pb.Method_GETATTR, &pb.NodeRequest{Ino: ino}, nil); errno != syscall.ENOENT {
+				t.Fatalf("getattr after %s: %v, want ENOENT", how, errno)
+			}
+		})
+	}
+}
+
+// Opens are checked like open(2) and not logged.
+func TestOpenChecksAccess(t *testing.T) {
+	srv, addr := openAndServe(t, Config{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	c := dialRaw(t, addr)
+	c.must(pb.Method_MKNOD, &pb.CreateRequest{Path: "/ro", Mode: engine.S_IFREG | 0o444}, nil)
+	records := srv.Stats().Records
+	other, err := rpc.Dial(addr, rpc.ClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	req, _ := proto.Marshal(&pb.OpenRequest{Path: "/ro", Flags: uint32(syscall.O_WRONLY)})
+	if st, _, err := other.Call(context.Background(), uint16(pb.Method_OPEN), rpc.Cred{UID: 7, GID: 7}, req); err != nil || syscall.Errno(st) != syscall.EACCES {
+		t.Fatalf("open for writing without permission: %d %v", st, err)
+	}
+	req, _ = proto.Marshal(&pb.OpenRequest{Path: "/ro"})
+	if st, _, err := other.Call(context.Background(), uint16(pb.Method_OPEN), rpc.Cred{UID: 7, GID: 7}, req); err != nil || st != 0 {
+		t.Fatalf("open for reading: %d %v", st, err)
+	}
+	if got := srv.Stats().Records; got != records {
+		t.Fatalf("opens wrote %d log records", got-records)
+	}
+}
