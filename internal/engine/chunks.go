@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"sort"
 	"syscall"
 
@@ -364,7 +365,9 @@ func (e *Engine) freeData(n *node, now int64) {
 }
 
 // Compact replaces the first len(oldIDs) stored slices of chunk idx of
-// file ino by s, if they are still exactly oldIDs (EAGAIN otherwise). s
+// file ino by s, if they are still exactly oldIDs, in any order (EAGAIN
+// otherwise: the order of the stored slices changes only by compaction,
+// which changes their ids, so the set tells). s
 // must be a freshly allocated slice id (EINVAL otherwise), and is cut at
 // the end of the data of the slices it replaces: a truncation since the
 // caller read them may have shortened them, and what lies beyond reads as
@@ -394,9 +397,8 @@ func (e *Engine) Compact(ino Ino, idx uint32, oldIDs []uint64, s Slice, now int6
 		return syscall.EAGAIN
 	}
 	var end uint32
-	for k, id := range oldIDs {
-		old := ch.slices[k]
-		if old.ID != id {
+	for _, old := range ch.slices[:len(oldIDs)] {
+		if !slices.Contains(oldIDs, old.ID) {
 			return syscall.EAGAIN
 		}
 		end = max(end, old.Pos+old.Len)

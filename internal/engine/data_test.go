@@ -471,3 +471,26 @@ func TestLoadRejectsBadData(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// COMPACT names the slices it replaces as a set: their order in the
+// request does not matter, but every one must be among the first stored.
+func TestCompactIdsInAnyOrder(t *testing.T) {
+	e, _, f := dataFixture(t)
+	a1, b1, c1 := allocOne(t, e), allocOne(t, e), allocOne(t, e)
+	if _, err := e.Commit(credRoot, f, []SliceWrite{
+		{Slice: Slice{ID: b1, Size: 100, Len: 100}},
+		{Slice: Slice{ID: a1, Size: 100, Len: 100, Pos: 50}},
+		{Slice: Slice{ID: c1, Size: 10, Len: 10, Pos: 500}},
+	}, 0, 0, 5); err != nil {
+		t.Fatal(err)
+	}
+	n := allocOne(t, e)
+	wantErrno(t, "compact of the wrong two", e.Compact(f, 0, []uint64{a1, c1}, Slice{ID: n, Size: 150, Len: 150}, 6), syscall.EAGAIN)
+	wantErrno(t, "compact naming one id twice", e.Compact(f, 0, []uint64{a1, a1}, Slice{ID: n, Size: 150, Len: 150}, 6), syscall.EAGAIN)
+	if err := e.Compact(f, 0, []uint64{a1, b1}, Slice{ID: n, Size: 150, Len: 150}, 6); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.nodes[f].chunks[0].slices; len(got) != 2 || got[0].ID != n || got[1].ID != c1 {
+		t.Fatalf("stored after compaction: %v", got)
+	}
+}
