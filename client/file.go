@@ -332,6 +332,7 @@ func (f *File) Close() error {
 	if f.dir {
 		return nil
 	}
+	defer f.r.Release()
 	err := f.flushLocked()
 	if err != nil && f.w != nil {
 		f.w.Abort()

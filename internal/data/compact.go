@@ -40,8 +40,8 @@ func (v *Volume) compactLater(meta Meta, ino uint64, chunk uint32) {
 // chunk's stored slices show, stores it as a new slice and asks the
 // metadata service to put it in their place (COMPACT). If the chunk
 // changed in between (EAGAIN), the new slice's objects are deleted and
-// compacted is false with no error. A chunk of fewer than two slices is
-// left alone.
+// compacted is false with no error. A chunk of fewer than two slices, or
+// whose range is mostly holes, is left alone.
 func (v *Volume) Compact(ctx context.Context, meta Meta, ino uint64, chunk uint32) (compacted bool, err error) {
 	reply, err := meta.ReadChunks(ctx, ino, chunk, 1)
 	if err != nil {
@@ -74,11 +74,25 @@ func (v *Volume) Compact(ctx context.Context, meta Meta, ino uint64, chunk uint3
 	if len(ids) < 2 || len(ids) != int(cv.StoredSlices) {
 		return false, nil
 	}
+	// One slice spans the whole range, holes included, so a chunk whose
+	// data is mostly holes is left fragmented rather than filled with
+	// zeros.
+	holes := 0
+	for _, s := range cv.Slices {
+		if s.Id == 0 && int(s.Pos) > start && int(s.Pos) < end {
+			holes += int(s.Len)
+		}
+	}
+	if holes > (end-start)/2 {
+		return false, nil
+	}
 	slices.Sort(ids)
 
 	buf := make([]byte, end-start)
 	r := &Reader{v: v, meta: meta, ino: ino}
-	if err := r.readChunk(ctx, cv, start, buf); err != nil {
+	err = r.readChunk(ctx, cv, start, buf)
+	r.Release()
+	if err != nil {
 		return false, fmt.Errorf("compact: %w", err)
 	}
 	id, err := v.ids.alloc(ctx, meta, ino)

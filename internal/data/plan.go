@@ -37,9 +37,9 @@ func checkView(v *pb.ChunkView, chunkSize int) error {
 }
 
 // plan splits bytes [off, off+n) of a chunk whose view is slices (checked
-// by checkView) into pieces, in order. Bytes no slice covers are holes.
-func plan(slices []*pb.Slice, off, n int) []piece {
-	var out []piece
+// by checkView) into pieces, in order, appended to out. Bytes no slice
+// covers are holes.
+func plan(out []piece, slices []*pb.Slice, off, n int) []piece {
 	end := off + n
 	at := off
 	for _, s := range slices {

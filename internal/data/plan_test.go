@@ -68,7 +68,7 @@ func TestPlanMatchesView(t *testing.T) {
 		}
 		off := rng.IntN(chunk)
 		n := rng.IntN(chunk - off + 1)
-		got := fromPlan(plan(slices, off, n), off, n)
+		got := fromPlan(plan(nil, slices, off, n), off, n)
 		if want := render(slices, off, n); !bytes.Equal(got, want) {
 			t.Fatalf("iter %d: plan of [%d,+%d) over %v gives other bytes", iter, off, n, slices)
 		}
@@ -129,7 +129,7 @@ func FuzzCheckView(f *testing.F) {
 			return
 		}
 		// An accepted view must plan without panicking and cover the range.
-		pcs := plan(slices, 0, 4096)
+		pcs := plan(nil, slices, 0, 4096)
 		total := 0
 		for _, p := range pcs {
 			total += p.n

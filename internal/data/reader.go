@@ -25,6 +25,13 @@ type Reader struct {
 	next    int64 // where the last read ended
 	ahead   int   // current readahead window, bytes
 	aheadTo int64 // readahead has been started up to here
+
+	// The block the last read ended in, kept referenced so that small
+	// sequential reads do not go through the cache each time.
+	held        blockRef
+	heldData    []byte
+	heldRelease func()
+	pieces      []piece // scratch for plan
 }
 
 // NewReader returns a reader for file ino that asks meta for its chunks.
@@ -35,6 +42,7 @@ func (v *Volume) NewReader(meta Meta, ino uint64) *Reader {
 // Invalidate forgets the file's size and chunk views (after the file was
 // written or truncated).
 func (r *Reader) Invalidate() {
+	r.Release()
 	r.known = false
 	clear(r.views)
 	r.aheadTo = 0
@@ -120,35 +128,47 @@ func (r *Reader) ReadAt(ctx context.Context, p []byte, off int64) (n int, eof bo
 
 // readChunk fills p with the chunk's bytes from pos.
 func (r *Reader) readChunk(ctx context.Context, cv *pb.ChunkView, pos int, p []byte) error {
-	for _, pc := range plan(cv.Slices, pos, len(p)) {
+	r.pieces = plan(r.pieces[:0], cv.Slices, pos, len(p))
+	for _, pc := range r.pieces {
 		dst := p[pc.pos-pos : pc.pos-pos+pc.n]
 		if pc.id == 0 {
 			clear(dst)
 			continue
 		}
-		if err := r.v.readSlice(ctx, pc.id, pc.size, pc.soff, dst); err != nil {
+		if err := r.readSlice(ctx, pc.id, pc.size, pc.soff, dst); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// Release lets go of the block the reader holds.
+func (r *Reader) Release() {
+	if r.heldRelease != nil {
+		r.heldRelease()
+		r.heldData, r.heldRelease, r.held = nil, nil, blockRef{}
+	}
+}
+
 // readSlice fills dst with the bytes of slice id (size bytes) from soff.
-func (v *Volume) readSlice(ctx context.Context, id uint64, size, soff int, dst []byte) error {
-	bs := v.BlockSize
+func (r *Reader) readSlice(ctx context.Context, id uint64, size, soff int, dst []byte) error {
+	bs := r.v.BlockSize
 	for len(dst) > 0 {
 		index := soff / bs
 		in := soff % bs
-		ref := blockRef{id: id, index: index, size: v.blockLen(size, index)}
+		ref := blockRef{id: id, index: index, size: r.v.blockLen(size, index)}
 		if ref.size <= in {
 			return fmt.Errorf("slice %d: offset %d past its %d bytes: %w", id, soff, size, ErrCorrupt)
 		}
-		data, release, err := v.cache.get(ctx, ref)
-		if err != nil {
-			return err
+		if r.heldRelease == nil || r.held != ref {
+			data, release, err := r.v.cache.get(ctx, ref)
+			if err != nil {
+				return err
+			}
+			r.Release()
+			r.held, r.heldData, r.heldRelease = ref, data, release
 		}
-		k := copy(dst, data[in:])
-		release()
+		k := copy(dst, r.heldData[in:])
 		dst, soff = dst[k:], soff+k
 	}
 	return nil
@@ -172,7 +192,8 @@ func (r *Reader) readahead(ctx context.Context, sequential bool) {
 		if err != nil {
 			return
 		}
-		for _, pc := range plan(cv.Slices, pos, m) {
+		r.pieces = plan(r.pieces[:0], cv.Slices, pos, m)
+		for _, pc := range r.pieces {
 			if pc.id == 0 {
 				continue
 			}
