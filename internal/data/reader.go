@@ -17,7 +17,7 @@ const viewBatch = 4
 type Reader struct {
 	v    *Volume
 	meta Meta
-	ino uint64
+	ino  uint64
 
 	size    uint64 // from the last READ_CHUNKS
 	known   bool   // size and views are loaded
