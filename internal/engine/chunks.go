@@ -215,7 +215,8 @@ func (e *Engine) Commit(c Cred, ino Ino, writes []SliceWrite, size uint64, mtime
 		}
 	}
 
-	var touched []uint32
+	var touched [4]touchedChunk
+	tc := touched[:0] // chunks written, with their slice counts before
 	for i, w := range writes {
 		if firstUse(writes[:i], w.Slice.ID) >= 0 {
 			e.shared[w.Slice.ID]++
@@ -223,14 +224,16 @@ func (e *Engine) Commit(c Cred, ino Ino, writes []SliceWrite, size uint64, mtime
 			e.useID(w.Slice.ID)
 		}
 		ch := n.chunkFor(w.Chunk)
-		ch.slices = append(ch.slices, w.Slice)
-		if !containsIdx(touched, w.Chunk) {
-			touched = append(touched, w.Chunk)
+		if !slices.ContainsFunc(tc, func(t touchedChunk) bool { return t.idx == w.Chunk }) {
+			tc = append(tc, touchedChunk{idx: w.Chunk, before: len(ch.slices)})
 		}
+		ch.slices = append(ch.slices, w.Slice)
 	}
-	for _, idx := range touched {
-		i, _ := n.findChunk(idx)
-		e.prune(&n.chunks[i], now)
+	for _, t := range tc {
+		i, _ := n.findChunk(t.idx)
+		if ch := &n.chunks[i]; overlapsEarlier(ch.slices, t.before) {
+			e.prune(ch, now)
+		}
 	}
 	a := &n.attr
 	e.used += newSize - a.Size
@@ -265,10 +268,22 @@ func placedIn(ws []SliceWrite, id uint64, idx uint32) bool {
 	return false
 }
 
-func containsIdx(list []uint32, idx uint32) bool {
-	for _, v := range list {
-		if v == idx {
-			return true
+// touchedChunk is a chunk a commit writes to and how many slices it held
+// before.
+type touchedChunk struct {
+	idx    uint32
+	before int
+}
+
+// overlapsEarlier reports whether any of ss[from:] overlaps a slice placed
+// before it: only then can a slice have become wholly covered.
+func overlapsEarlier(ss []Slice, from int) bool {
+	for j := max(from, 1); j < len(ss); j++ {
+		s := ss[j]
+		for _, t := range ss[:j] {
+			if t.Pos < s.Pos+s.Len && s.Pos < t.Pos+t.Len {
+				return true
+			}
 		}
 	}
 	return false
