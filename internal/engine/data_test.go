@@ -344,6 +344,8 @@ func TestUnlinkWhileOpen(t *testing.T) {
 	}
 	_, err = e.Open(credRoot, f, OpenReadOnly)
 	wantErrno(t, "open of an orphan", err, syscall.ENOENT)
+	_, err = e.Link(credRoot, f, d, "again", 7)
+	wantErrno(t, "link of an orphan", err, syscall.ENOENT)
 	if err := e.Check(); err != nil {
 		t.Fatal(err)
 	}
