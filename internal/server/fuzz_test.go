@@ -12,8 +12,8 @@ import (
 // FuzzApply feeds arbitrary method numbers, payloads and identities
 // through the server's decode and apply path, as a call from the network
 // would arrive: nothing may panic, and the namespace's invariants hold
-// after every call. The data path's calls find slice ids allocated and a
-// file holding one slice.
+// after every call. The data path's calls find slice ids allocated, a
+// file holding one slice, and an open file whose last link is gone.
 func FuzzApply(f *testing.F) {
 	seed := func(m pb.Method, msg proto.Message) {
 		data, _ := proto.Marshal(msg)
@@ -42,6 +42,8 @@ func FuzzApply(f *testing.F) {
 	seed(pb.Method_LIST_SLICES, &pb.ListSlicesRequest{Ino: 1, After: 1 << 63})
 	seed(pb.Method_PURGE, &pb.PurgeRequest{Ino: 1, Ids: []uint64{0, 1, 1 << 63}})
 	seed(pb.Method_SETATTR, &pb.SetattrRequest{Ino: 3, Valid: 8, Size: 10})
+	seed(pb.Method_LINK, &pb.LinkRequest{Ino: 4, NewParent: 1, NewName: "back"})
+	seed(pb.Method_CLOSE, &pb.NodeRequest{Ino: 4})
 	f.Add(uint16(9999), []byte{0xff, 0x01}, uint32(1000))
 
 	f.Fuzz(func(t *testing.T, method uint16, payload []byte, uid uint32) {
@@ -60,6 +62,20 @@ func FuzzApply(f *testing.F) {
 			t.Fatal(err)
 		}
 		if _, err := e.Commit(root, f.Ino, []engine.SliceWrite{{Slice: engine.Slice{ID: 1, Size: 100, Len: 100}}}, 0, 0, 4); err != nil {
+			t.Fatal(err)
+		}
+		// /a/g (inode 4) holds slice 8, is open and unlinked: an orphan.
+		g, err := e.Mknod(root, a.Ino, "g", 0o100644, 0, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Commit(root, g.Ino, []engine.SliceWrite{{Slice: engine.Slice{ID: 8, Size: 10, Len: 10}}}, 0, 0, 6); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Open(root, g.Ino, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Unlink(root, a.Ino, "g", 7); err != nil {
 			t.Fatal(err)
 		}
 		m := pb.Method(method)
