@@ -73,6 +73,9 @@ func (e *Engine) Close(ino Ino, now int64) error {
 // Opens returns the number of opens of ino not yet closed.
 func (e *Engine) Opens(ino Ino) int { return int(e.opens[ino]) }
 
+// OpenFiles returns the number of nodes open at least once.
+func (e *Engine) OpenFiles() int { return len(e.opens) }
+
 // Orphans returns the number of files kept with no links because they are
 // open (or, while orphans are held, were unlinked).
 func (e *Engine) Orphans() int { return len(e.orphans) }

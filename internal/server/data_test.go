@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/canopyfs/canopy/api/metapb"
@@ -270,5 +271,39 @@ func TestRecoveryRebuildsDataState(t *testing.T) {
 		if err := r.eng.Check(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// The data path's gauges follow the engine: open files, orphans, garbage.
+func TestDataGauges(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	_, addr := openAndServe(t, Config{Dir: t.TempDir(), Metrics: reg, Logger: slog.New(slog.DiscardHandler)})
+	c := dialRaw(t, addr)
+	gauge := func(name string) float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == name {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatalf("no metric %s", name)
+		return 0
+	}
+	ino := c.create("/f")
+	c.write(ino, 0, 10)
+	c.must(pb.Method_OPEN, &pb.OpenRequest{Ino: ino}, nil)
+	c.must(pb.Method_UNLINK, &pb.EntryRequest{Path: "/f"}, nil)
+	c.garbage() // a read after the unlink: the gauges are stored after its batch
+	if o, f, g := gauge("canopy_meta_orphans"), gauge("canopy_meta_open_files"), gauge("canopy_meta_garbage_slices"); o != 1 || f != 1 || g != 0 {
+		t.Fatalf("while open: orphans %v, open files %v, garbage %v", o, f, g)
+	}
+	c.must(pb.Method_CLOSE, &pb.NodeRequest{Ino: ino}, nil)
+	c.garbage()
+	if o, f, g := gauge("canopy_meta_orphans"), gauge("canopy_meta_open_files"), gauge("canopy_meta_garbage_slices"); o != 0 || f != 0 || g != 1 {
+		t.Fatalf("after close: orphans %v, open files %v, garbage %v", o, f, g)
 	}
 }

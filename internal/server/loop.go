@@ -94,7 +94,7 @@ func (s *Server) applyLoop() {
 		}
 		s.metrics.batchOps.Observe(float64(len(b.ops)))
 		s.metrics.applySeconds.Observe(since(start))
-		s.stats.inodes.Store(int64(s.eng.Len()))
+		s.storeGauges()
 		if s.sinceCkpt >= s.cfg.CheckpointEvery && s.ckptBusy.CompareAndSwap(false, true) {
 			start := time.Now()
 			b.ckpt = s.takeCheckpoint()

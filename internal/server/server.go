@@ -132,7 +132,7 @@ func Open(cfg Config) (*Server, error) {
 	s.log.Info("recovered", "dir", cfg.Dir, "nodes", s.eng.Len(), "lsn", s.nextLSN-1,
 		"took", time.Since(start).Round(time.Millisecond))
 	s.metrics = newMetrics(s, cfg.Metrics)
-	s.stats.inodes.Store(int64(s.eng.Len()))
+	s.storeGauges()
 	s.stats.lsn.Store(s.nextLSN - 1)
 	s.rpc = rpc.NewServer(rpc.HandlerFunc(s.serveCall), rpc.ServerConfig{
 		Secret: cfg.Secret, TLS: cfg.TLS, Logger: cfg.Logger, Metrics: cfg.Metrics,
@@ -211,6 +211,9 @@ type stats struct {
 	syncs     atomic.Uint64 // log fsyncs (one per batch with mutations)
 	retryHits atomic.Uint64 // retried mutations answered from the retry cache
 	inodes    atomic.Int64  // nodes in the namespace, as of the last batch
+	garbage   atomic.Int64  // slices in the garbage list, as of the last batch
+	openFiles atomic.Int64  // files open, as of the last batch
+	orphans   atomic.Int64  // open files with no links left, as of the last batch
 	lsn       atomic.Uint64 // last log record written
 	records   atomic.Uint64 // log records written
 	batches   atomic.Uint64 // batches applied
@@ -245,4 +248,13 @@ func (s *Server) Status() Status {
 		Partition: s.cfg.Partition, Dir: s.cfg.Dir, Inodes: s.stats.inodes.Load(),
 		LSN: s.stats.lsn.Load(), Stats: s.Stats(),
 	}
+}
+
+// storeGauges publishes the engine's sizes for metrics; it runs on the
+// apply loop (or before it starts).
+func (s *Server) storeGauges() {
+	s.stats.inodes.Store(int64(s.eng.Len()))
+	s.stats.garbage.Store(int64(s.eng.GarbageLen()))
+	s.stats.openFiles.Store(int64(s.eng.OpenFiles()))
+	s.stats.orphans.Store(int64(s.eng.Orphans()))
 }
