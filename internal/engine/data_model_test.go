@@ -509,3 +509,16 @@ func dumpData(e *Engine) string {
 	fmt.Fprintf(&b, "\nnext %d used %d orphans %v shared %v", e.nextSlice, e.used, orphans, e.shared)
 	return b.String()
 }
+
+// FuzzDataModel runs the data model from a fuzzed seed.
+func FuzzDataModel(f *testing.F) {
+	for _, seed := range []uint64{0, 1, 42, 1 << 40} {
+		f.Add(seed, uint8(60))
+	}
+	f.Fuzz(func(t *testing.T, seed uint64, steps uint8) {
+		m := newDataModel(t, seed)
+		for i := range int(steps) {
+			m.verify(i, m.step())
+		}
+	})
+}
