@@ -13,6 +13,7 @@ import (
 	"github.com/canopyfs/canopy/internal/object"
 	"github.com/canopyfs/canopy/internal/server"
 	"github.com/canopyfs/canopy/internal/server/servertest"
+	"github.com/canopyfs/canopy/internal/vfs"
 )
 
 // backend is one kind of object store the data tests run against.
@@ -58,7 +59,9 @@ type dataEnv struct {
 func startData(t *testing.T, b backend, opts client.Options) *dataEnv {
 	t.Helper()
 	url, store := b.start(t)
-	_, addr := servertest.Start(t, server.Config{Storage: url})
+	// The metadata log lives in memory: these tests are about file data,
+	// and the server's own crash safety is tested elsewhere.
+	_, addr := servertest.Start(t, server.Config{Storage: url, FS: vfs.NewMem()})
 	if b.name != "local" {
 		opts.Store = store
 	}

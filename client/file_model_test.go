@@ -18,7 +18,7 @@ import (
 
 var (
 	modelSeed  = flag.Uint64("seed", 0, "seed of the model-based file test (0: from the clock)")
-	modelSteps = flag.Int("steps", 1000, "steps of the model-based file test, per backend (-short: 300)")
+	modelSteps = flag.Int("steps", 800, "steps of the model-based file test, per backend (-short: 300)")
 )
 
 // The model-based test applies one random sequence of writes, overwrites,

@@ -33,7 +33,7 @@ func TestFSPassesFSTest(t *testing.T) {
 			files := map[string][]byte{
 				"/tree/a.txt":            []byte("hello\n"),
 				"/tree/empty":            nil,
-				"/tree/dir/b.bin":        randomBytes(1, 5<<20+17), // two blocks
+				"/tree/dir/b.bin":        randomBytes(1, 4<<20+17), // two blocks
 				"/tree/dir/sub/c":        randomBytes(2, 1000),
 				"/tree/dir/sub/deeper/d": []byte("d"),
 			}
