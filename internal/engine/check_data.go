@@ -28,11 +28,14 @@ func (e *Engine) checkData() error {
 				return fmt.Errorf("node %d has no links but is not an orphan", ino)
 			}
 		}
-		if len(n.chunks) > 0 && n.attr.Mode&S_IFMT != S_IFREG {
+		if n.file != nil && len(n.file.chunks) == 0 {
+			return fmt.Errorf("node %d: file data without chunks", ino)
+		}
+		if len(n.chunks()) > 0 && n.attr.Mode&S_IFMT != S_IFREG {
 			return fmt.Errorf("node %d is not a regular file but has chunks", ino)
 		}
-		for i, ch := range n.chunks {
-			if i > 0 && n.chunks[i-1].idx >= ch.idx {
+		for i, ch := range n.chunks() {
+			if i > 0 && n.chunks()[i-1].idx >= ch.idx {
 				return fmt.Errorf("node %d: chunks out of order at %d", ino, ch.idx)
 			}
 			if len(ch.slices) == 0 {

@@ -28,18 +28,18 @@ func (enc *encoder) writeData(e *Engine) {
 	}
 	files := 0
 	for _, n := range e.nodes {
-		if len(n.chunks) > 0 {
+		if len(n.chunks()) > 0 {
 			files++
 		}
 	}
 	enc.uint(uint64(files))
 	for _, n := range e.nodes {
-		if len(n.chunks) == 0 {
+		if len(n.chunks()) == 0 {
 			continue
 		}
 		enc.uint(uint64(n.attr.Ino))
-		enc.uint(uint64(len(n.chunks)))
-		for _, ch := range n.chunks {
+		enc.uint(uint64(len(n.chunks())))
+		for _, ch := range n.chunks() {
 			enc.uint(uint64(ch.idx))
 			enc.uint(uint64(len(ch.slices)))
 			for _, s := range ch.slices {
@@ -98,11 +98,11 @@ func (d *decoder) readData(e *Engine) {
 			return
 		}
 		n, ok := e.nodes[ino]
-		if !ok || n.attr.Mode&S_IFMT != S_IFREG || n.chunks != nil || nc == 0 || nc > maxCkptChunks {
+		if !ok || n.attr.Mode&S_IFMT != S_IFREG || n.file != nil || nc == 0 || nc > maxCkptChunks {
 			d.err = fmt.Errorf("chunks of node %d: not a regular file, repeated, or %d chunks", ino, nc)
 			return
 		}
-		n.chunks = make([]chunk, 0, min(nc, 1024))
+		cs := make([]chunk, 0, min(nc, 1024))
 		for k := uint64(0); k < nc && d.err == nil; k++ {
 			ch := chunk{idx: d.uint32()}
 			ns := d.uint()
@@ -116,8 +116,9 @@ func (d *decoder) readData(e *Engine) {
 					ID: d.uint(), Size: d.uint32(), Off: d.uint32(), Len: d.uint32(), Pos: d.uint32(),
 				})
 			}
-			n.chunks = append(n.chunks, ch)
+			cs = append(cs, ch)
 		}
+		n.setChunks(cs)
 	}
 	ng := d.uint()
 	prev := uint64(0)
@@ -139,7 +140,7 @@ func (d *decoder) readData(e *Engine) {
 		if n.attr.Nlink == 0 && !n.isDir() {
 			e.orphans[ino] = struct{}{}
 		}
-		for _, ch := range n.chunks {
+		for _, ch := range n.chunks() {
 			for _, s := range ch.slices {
 				e.shared[s.ID]++
 			}

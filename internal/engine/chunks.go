@@ -14,11 +14,37 @@ import (
 // once in the list, Len > 0, lies within the chunk and the file's size, and
 // is visible somewhere (slices wholly covered by later ones are dropped).
 //
-// A file keeps its chunks in node.chunks, sorted by index: a file of one
-// slice costs one chunk entry and one Slice, no map.
+// A file keeps its chunks in node.file, sorted by index: a file of one
+// slice costs a fileData, one chunk entry and one Slice, no map, and a
+// file without data nothing beyond its node's pointer.
 type chunk struct {
 	idx    uint32
 	slices []Slice
+}
+
+// fileData is the layout of a regular file that has data.
+type fileData struct {
+	chunks []chunk
+}
+
+// chunks returns n's chunks, sorted by index.
+func (n *node) chunks() []chunk {
+	if n.file == nil {
+		return nil
+	}
+	return n.file.chunks
+}
+
+// setChunks makes cs n's chunks, dropping the fileData when it is empty.
+func (n *node) setChunks(cs []chunk) {
+	switch {
+	case len(cs) == 0:
+		n.file = nil
+	case n.file == nil:
+		n.file = &fileData{chunks: cs}
+	default:
+		n.file.chunks = cs
+	}
 }
 
 // MaxReadChunks is the most chunks one ReadChunks returns.
@@ -27,22 +53,24 @@ const MaxReadChunks = 1024
 // chunkStart returns the file offset of chunk idx.
 func chunkStart(idx uint32) uint64 { return uint64(idx) * layout.ChunkSize }
 
-// findChunk returns the position of chunk idx in n.chunks and whether it
+// findChunk returns the position of chunk idx in n's chunks and whether it
 // is there.
 func (n *node) findChunk(idx uint32) (int, bool) {
-	i := sort.Search(len(n.chunks), func(i int) bool { return n.chunks[i].idx >= idx })
-	return i, i < len(n.chunks) && n.chunks[i].idx == idx
+	cs := n.chunks()
+	i := sort.Search(len(cs), func(i int) bool { return cs[i].idx >= idx })
+	return i, i < len(cs) && cs[i].idx == idx
 }
 
 // chunkFor returns chunk idx of n, adding an empty one if there is none.
 func (n *node) chunkFor(idx uint32) *chunk {
 	i, ok := n.findChunk(idx)
 	if !ok {
-		n.chunks = append(n.chunks, chunk{})
-		copy(n.chunks[i+1:], n.chunks[i:])
-		n.chunks[i] = chunk{idx: idx}
+		cs := append(n.chunks(), chunk{})
+		copy(cs[i+1:], cs[i:])
+		cs[i] = chunk{idx: idx}
+		n.setChunks(cs)
 	}
-	return &n.chunks[i]
+	return &n.file.chunks[i]
 }
 
 // regular returns the regular file ino: EISDIR for a directory, EINVAL for
@@ -231,7 +259,7 @@ func (e *Engine) Commit(c Cred, ino Ino, writes []SliceWrite, size uint64, mtime
 	}
 	for _, t := range tc {
 		i, _ := n.findChunk(t.idx)
-		if ch := &n.chunks[i]; overlapsEarlier(ch.slices, t.before) {
+		if ch := &n.chunks()[i]; overlapsEarlier(ch.slices, t.before) {
 			e.prune(ch, now)
 		}
 	}
@@ -315,7 +343,7 @@ func (e *Engine) ReadChunks(ino Ino, first, count uint32) (Attr, []ChunkView, er
 		limit := uint32(min(size-start, layout.ChunkSize))
 		v := ChunkView{Chunk: idx}
 		if i, ok := n.findChunk(idx); ok {
-			ss := n.chunks[i].slices
+			ss := n.chunks()[i].slices
 			v.Stored = len(ss)
 			v.Slices = withHoles(resolve(ss, limit), limit)
 		} else {
@@ -331,8 +359,9 @@ func (e *Engine) ReadChunks(ino Ino, first, count uint32) (Attr, []ChunkView, er
 // so that growing the file later reads zeros there. Dropped ids become
 // garbage at now unless still used elsewhere.
 func (e *Engine) truncateData(n *node, size uint64, now int64) {
-	keep := n.chunks[:0]
-	for _, ch := range n.chunks {
+	cs := n.chunks()
+	keep := cs[:0]
+	for _, ch := range cs {
 		start := chunkStart(ch.idx)
 		if start >= size {
 			for _, s := range ch.slices {
@@ -362,21 +391,18 @@ func (e *Engine) truncateData(n *node, size uint64, now int64) {
 		}
 		keep = append(keep, ch)
 	}
-	clear(n.chunks[len(keep):])
-	n.chunks = keep
-	if len(n.chunks) == 0 {
-		n.chunks = nil
-	}
+	clear(cs[len(keep):])
+	n.setChunks(keep)
 }
 
 // freeData releases every slice of n at time now.
 func (e *Engine) freeData(n *node, now int64) {
-	for _, ch := range n.chunks {
+	for _, ch := range n.chunks() {
 		for _, s := range ch.slices {
 			e.unref(s, now)
 		}
 	}
-	n.chunks = nil
+	n.setChunks(nil)
 }
 
 // Compact replaces the first len(oldIDs) stored slices of chunk idx of
@@ -407,7 +433,7 @@ func (e *Engine) Compact(ino Ino, idx uint32, oldIDs []uint64, s Slice, now int6
 	if !ok {
 		return syscall.EAGAIN
 	}
-	ch := &n.chunks[i]
+	ch := &n.chunks()[i]
 	if len(ch.slices) < len(oldIDs) {
 		return syscall.EAGAIN
 	}

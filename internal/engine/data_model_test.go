@@ -206,9 +206,9 @@ func (m *dataModel) truncate(f *mfile) {
 func (m *dataModel) compact(f *mfile, stale bool) {
 	n := m.e.nodes[f.ino]
 	var ch *chunk
-	for i := range n.chunks {
-		if len(n.chunks[i].slices) > 1 {
-			ch = &n.chunks[i]
+	for i := range n.chunks() {
+		if len(n.chunks()[i].slices) > 1 {
+			ch = &n.chunks()[i]
 			break
 		}
 	}
@@ -239,7 +239,7 @@ func (m *dataModel) compact(f *mfile, stale bool) {
 		m.committed[id] = true
 	case stale && errors.Is(err, syscall.EAGAIN):
 	default:
-		m.t.Fatalf("compact %s chunk %d of %v: %v\nstored %v", f.name, idx, old, err, m.e.nodes[f.ino].chunks)
+		m.t.Fatalf("compact %s chunk %d of %v: %v\nstored %v", f.name, idx, old, err, m.e.nodes[f.ino].chunks())
 	}
 }
 
@@ -283,7 +283,7 @@ func (m *dataModel) verify(step int, what string) {
 					i++
 				}
 				m.t.Fatalf("step %d (%s): %s window %d byte %d (offset %d): engine %d, model %d\nstored %v",
-					step, what, f.name, w, i, modelWindows[w]+uint64(i), got[w][i], f.win[w][i], m.e.nodes[f.ino].chunks)
+					step, what, f.name, w, i, modelWindows[w]+uint64(i), got[w][i], f.win[w][i], m.e.nodes[f.ino].chunks())
 			}
 		}
 	}
@@ -489,7 +489,7 @@ func dumpData(e *Engine) string {
 	for _, ino := range inos {
 		n := e.nodes[ino]
 		fmt.Fprintf(&b, "%d:%d:%d", ino, n.attr.Size, n.attr.Nlink)
-		for _, ch := range n.chunks {
+		for _, ch := range n.chunks() {
 			fmt.Fprintf(&b, " [%d %v]", ch.idx, ch.slices)
 		}
 		b.WriteString("\n")

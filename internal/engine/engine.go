@@ -18,11 +18,16 @@ type node struct {
 	attr     Attr
 	parent   Ino               // directories only: the directory that holds it (root: itself)
 	children map[string]Ino    // directories only
-	sorted   []string          // directories only: children's names in order; nil when stale
+	sorted   *nameCache        // directories only: children's names in order; nil when stale
 	target   string            // symlinks only
 	xattrs   map[string][]byte // nil when there are none
-	chunks   []chunk           // regular files only: stored slices per chunk, by index
+	file     *fileData         // regular files with data only: stored slices per chunk
 }
+
+// nameCache is a directory's child names in byte order, built for paged
+// listings. Behind a pointer, like fileData, so that a node stays within
+// 128 bytes.
+type nameCache struct{ names []string }
 
 func (n *node) isDir() bool { return n.attr.Mode&S_IFMT == S_IFDIR }
 
@@ -30,13 +35,14 @@ func (n *node) isDir() bool { return n.attr.Mode&S_IFMT == S_IFDIR }
 // the cache if a mutation dropped it.
 func (n *node) sortedNames() []string {
 	if n.sorted == nil {
-		n.sorted = make([]string, 0, len(n.children))
+		names := make([]string, 0, len(n.children))
 		for name := range n.children {
-			n.sorted = append(n.sorted, name)
+			names = append(names, name)
 		}
-		sort.Strings(n.sorted)
+		sort.Strings(names)
+		n.sorted = &nameCache{names: names}
 	}
-	return n.sorted
+	return n.sorted.names
 }
 
 // Engine is the namespace of one partition. See the package doc for the

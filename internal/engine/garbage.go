@@ -97,7 +97,7 @@ func (e *Engine) Purge(ids []uint64) {
 func (e *Engine) ListSlices(after uint64, limit int) (refs []SliceRef, eof bool) {
 	limit = listLimit(limit)
 	for _, n := range e.nodes {
-		for _, ch := range n.chunks {
+		for _, ch := range n.chunks() {
 			for _, s := range ch.slices {
 				if s.ID > after {
 					refs = append(refs, SliceRef{ID: s.ID, Size: s.Size})
