@@ -17,6 +17,8 @@ import (
 	"github.com/canopyfs/canopy/internal/engine"
 	"github.com/canopyfs/canopy/internal/layout"
 	"github.com/canopyfs/canopy/internal/rpc"
+	"github.com/canopyfs/canopy/internal/vfs"
+	"github.com/canopyfs/canopy/internal/wal"
 )
 
 // rawClient calls a server with raw protobuf messages.
@@ -135,9 +137,12 @@ func TestDataPathOverRPC(t *testing.T) {
 // readable by inode, until the client that opened it closes it, or until
 // that client's connections are all gone.
 func TestDeletedWhileOpen(t *testing.T) {
-	for _, how := range []string{"close", "disconnect", "restart"} {
+	for _, how := range []string{"close", "disconnect", "restart", "restart-from-checkpoint"} {
 		t.Run(how, func(t *testing.T) {
 			cfg := Config{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)}
+			if how == "restart-from-checkpoint" {
+				cfg.CheckpointEvery = 1
+			}
 			srv, addr := openAndServe(t, cfg)
 			a, b := dialRaw(t, addr), dialRaw(t, addr)
 			ino := a.create("/f")
@@ -164,7 +169,11 @@ func TestDeletedWhileOpen(t *testing.T) {
 				a.must(pb.Method_CLOSE, &pb.NodeRequest{Ino: ino}, nil)
 			case "disconnect":
 				a.c.Close()
-			case "restart":
+			case "restart", "restart-from-checkpoint":
+				if how == "restart-from-checkpoint" {
+					// Wait for a checkpoint that holds the deleted open file.
+					waitCheckpoint(t, b, cfg.Dir, srv.Status().LSN)
+				}
 				srv.Close()
 				srv, addr = openAndServe(t, cfg)
 				b = dialRaw(t, addr)
@@ -305,5 +314,26 @@ func TestDataGauges(t *testing.T) {
 	c.garbage()
 	if o, f, g := gauge("canopy_meta_orphans"), gauge("canopy_meta_open_files"), gauge("canopy_meta_garbage_slices"); o != 0 || f != 0 || g != 1 {
 		t.Fatalf("after close: orphans %v, open files %v, garbage %v", o, f, g)
+	}
+}
+
+// waitCheckpoint waits until dir holds a checkpoint at lsn or later,
+// calling the server through c meanwhile: the apply loop starts a
+// checkpoint after a batch, when none is being written.
+func waitCheckpoint(t *testing.T, c *rawClient, dir string, lsn uint64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if got, body, ok, err := wal.OpenCheckpoint(vfs.Default, dir); ok && err == nil {
+			body.Close()
+			if got >= lsn {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no checkpoint at lsn %d within 10s", lsn)
+		}
+		c.must(pb.Method_GETATTR, &pb.NodeRequest{Ino: 1}, nil)
+		time.Sleep(5 * time.Millisecond)
 	}
 }
