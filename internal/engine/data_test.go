@@ -3,6 +3,8 @@ package engine
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"slices"
 	"syscall"
 	"testing"
 
@@ -494,5 +496,48 @@ func TestCompactIdsInAnyOrder(t *testing.T) {
 	}
 	if got := e.nodes[f].chunks()[0].slices; len(got) != 2 || got[0].ID != n || got[1].ID != c1 {
 		t.Fatalf("stored after compaction: %v", got)
+	}
+}
+
+// ListSlices pages through every slice in use, each once, in id order,
+// whatever the page size.
+func TestListSlicesPages(t *testing.T) {
+	e, d, _ := dataFixture(t)
+	var want []uint64
+	for i := range 50 {
+		f, err := e.Mknod(credRoot, d, fmt.Sprintf("g%d", i), S_IFREG|0o644, 0, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, _, _ := e.AllocSlices(e.Root(), 3)
+		ws := []SliceWrite{
+			{Chunk: 0, Slice: Slice{ID: first, Size: 20, Len: 10, Pos: layout.ChunkSize - 10}},
+			{Chunk: 1, Slice: Slice{ID: first, Size: 20, Off: 10, Len: 10}}, // one id in two chunks
+			{Chunk: 3, Slice: Slice{ID: first + 2, Size: 5, Len: 5}},
+		}
+		if _, err := e.Commit(credRoot, f.Ino, ws, 0, 0, 6); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, first, first+2)
+	}
+	for _, limit := range []int{1, 3, 7, 100, 1000} {
+		var got []uint64
+		after := uint64(0)
+		for {
+			page, eof := e.ListSlices(after, limit)
+			if len(page) > limit {
+				t.Fatalf("limit %d: page of %d", limit, len(page))
+			}
+			for _, r := range page {
+				got = append(got, r.ID)
+				after = r.ID
+			}
+			if eof {
+				break
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("limit %d: listed %v, want %v", limit, got, want)
+		}
 	}
 }

@@ -96,15 +96,32 @@ func (e *Engine) Purge(ids []uint64) {
 // of the partition, so it is for fsck, not for a hot path.
 func (e *Engine) ListSlices(after uint64, limit int) (refs []SliceRef, eof bool) {
 	limit = listLimit(limit)
+	// Keep the smallest ids seen, cutting back to limit+1 (one more tells
+	// whether any follow) whenever 4*limit have piled up: memory stays
+	// proportional to the page, not to the partition.
+	bound := uint64(1<<64 - 1)
 	for _, n := range e.nodes {
 		for _, ch := range n.chunks() {
 			for _, s := range ch.slices {
-				if s.ID > after {
+				if s.ID > after && s.ID <= bound {
 					refs = append(refs, SliceRef{ID: s.ID, Size: s.Size})
 				}
 			}
 		}
+		if len(refs) >= 4*limit {
+			refs = sortedUnique(refs, limit+1)
+			bound = refs[len(refs)-1].ID
+		}
 	}
+	refs = sortedUnique(refs, limit+1)
+	if len(refs) > limit {
+		return refs[:limit:limit], false
+	}
+	return refs, true
+}
+
+// sortedUnique sorts refs by id, drops repeated ids and keeps at most n.
+func sortedUnique(refs []SliceRef, n int) []SliceRef {
 	slices.SortFunc(refs, func(a, b SliceRef) int {
 		switch {
 		case a.ID < b.ID:
@@ -115,10 +132,7 @@ func (e *Engine) ListSlices(after uint64, limit int) (refs []SliceRef, eof bool)
 		return 0
 	})
 	refs = slices.CompactFunc(refs, func(a, b SliceRef) bool { return a.ID == b.ID })
-	if len(refs) > limit {
-		return refs[:limit:limit], false
-	}
-	return refs, true
+	return refs[:min(len(refs), n)]
 }
 
 func listLimit(limit int) int {
