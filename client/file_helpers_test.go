@@ -19,11 +19,11 @@ import (
 // backend is one kind of object store the data tests run against.
 type backend struct {
 	name  string
-	start func(t *testing.T) (storageURL string, store object.Store)
+	start func(t testing.TB) (storageURL string, store object.Store)
 }
 
 var backends = []backend{
-	{"local", func(t *testing.T) (string, object.Store) {
+	{"local", func(t testing.TB) (string, object.Store) {
 		dir := t.TempDir()
 		s, err := object.NewLocal(dir)
 		if err != nil {
@@ -31,7 +31,7 @@ var backends = []backend{
 		}
 		return "file://" + dir, s
 	}},
-	{"s3", func(t *testing.T) (string, object.Store) {
+	{"s3", func(t testing.TB) (string, object.Store) {
 		srv := httptest.NewServer(gofakes3.New(s3mem.New()).Server())
 		t.Cleanup(srv.Close)
 		s, err := object.NewS3(context.Background(), object.S3Config{
@@ -56,7 +56,7 @@ type dataEnv struct {
 // startData serves a metadata server whose VOLUME names b's store, and
 // dials it. The S3 client needs the store handed over (its URL has no
 // credentials); the local one opens the URL the server names.
-func startData(t *testing.T, b backend, opts client.Options) *dataEnv {
+func startData(t testing.TB, b backend, opts client.Options) *dataEnv {
 	t.Helper()
 	url, store := b.start(t)
 	// The metadata log lives in memory: these tests are about file data,
