@@ -337,3 +337,45 @@ func waitCheckpoint(t *testing.T, c *rawClient, dir string, lsn uint64) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A retried OPEN or CLOSE (same client, same call id) is answered from the
+// retry cache: it counts once.
+func TestRetriedOpenCloseCountOnce(t *testing.T) {
+	s := &Server{eng: engine.New(0, 1), cache: newRetryCache(16), sessions: make(sessions), log: slog.New(slog.DiscardHandler)}
+	f, err := s.eng.Mknod(engine.Root, s.eng.Root(), "f", engine.S_IFREG|0o644, 0, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := rpc.ClientID{7}
+	run := func(m pb.Method, req proto.Message, id uint64) uint32 {
+		o := &op{call: &rpc.Call{Client: client, ID: id}, method: m, req: req}
+		s.applySession(o, 3)
+		return o.status
+	}
+	for range 2 {
+		if st := run(pb.Method_OPEN, &pb.OpenRequest{Ino: uint64(f.Ino)}, 1); st != 0 {
+			t.Fatalf("open: %d", st)
+		}
+	}
+	if n := s.eng.Opens(f.Ino); n != 1 {
+		t.Fatalf("%d opens after a retried open, want 1", n)
+	}
+	if st := run(pb.Method_OPEN, &pb.OpenRequest{Ino: uint64(f.Ino)}, 2); st != 0 || s.eng.Opens(f.Ino) != 2 {
+		t.Fatalf("second open: %d, %d opens", st, s.eng.Opens(f.Ino))
+	}
+	for range 2 {
+		if st := run(pb.Method_CLOSE, &pb.NodeRequest{Ino: uint64(f.Ino)}, 3); st != 0 {
+			t.Fatalf("close: %d", st)
+		}
+	}
+	if n := s.eng.Opens(f.Ino); n != 1 {
+		t.Fatalf("%d opens after a retried close, want 1", n)
+	}
+	s.releaseClient(client, 4)
+	if n := s.eng.Opens(f.Ino); n != 0 || len(s.sessions) != 0 {
+		t.Fatalf("after release: %d opens, %d sessions", n, len(s.sessions))
+	}
+	if st := run(pb.Method_CLOSE, &pb.NodeRequest{Ino: uint64(f.Ino)}, 4); syscall.Errno(st) != syscall.EBADF {
+		t.Fatalf("close after release: %d, want EBADF", st)
+	}
+}

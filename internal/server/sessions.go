@@ -17,8 +17,22 @@ type sessions map[rpc.ClientID]map[engine.Ino]uint32
 
 // applySession applies OPEN or CLOSE for o's client: OPEN counts the open
 // against the client, CLOSE must match an open of the same client (EBADF
-// otherwise). Neither is logged.
+// otherwise). Neither is logged, but a success goes in the retry cache, so
+// that a retried OPEN is not counted twice, nor a retried CLOSE.
 func (s *Server) applySession(o *op, now int64) {
+	key := callKey{client: o.call.Client, call: o.call.ID}
+	if prev, ok := s.cache.get(key); ok {
+		s.stats.retryHits.Add(1)
+		o.status, o.reply = prev.status, prev.reply
+		return
+	}
+	s.applySessionOnce(o, now)
+	if o.status == 0 {
+		s.cache.put(key, outcome{method: o.method, status: o.status, reply: o.reply})
+	}
+}
+
+func (s *Server) applySessionOnce(o *op, now int64) {
 	client := o.call.Client
 	if o.method == pb.Method_CLOSE {
 		ino := engine.Ino(o.req.(*pb.NodeRequest).Ino)
