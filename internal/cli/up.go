@@ -22,6 +22,7 @@ import (
 func newUpCmd(g *globals) *cobra.Command {
 	var dir, listen, metricsListen, tlsCert, tlsKey string
 	var partitions int
+	var st storageFlags
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run a complete single-node Canopy in the foreground",
@@ -40,16 +41,21 @@ router on --listen, which is the address it prints as ready. Partition K
 			if err != nil {
 				return err
 			}
-			if partitions != 1 {
-				return upPartitions(cmd, g, dir, listen, metricsListen, tlsCfg, partitions)
+			storeURL, err := st.resolve(dir)
+			if err != nil {
+				return err
 			}
-			cfg := server.Config{Dir: filepath.Join(dir, "meta"), Secret: g.secret, TLS: tlsCfg}
-			return serve(cmd, cfg, listen, metricsListen, "ready at")
+			if partitions != 1 {
+				return upPartitions(cmd, g, dir, listen, metricsListen, tlsCfg, partitions, &st, storeURL)
+			}
+			cfg := server.Config{Dir: filepath.Join(dir, "meta"), Secret: g.secret, TLS: tlsCfg, Storage: publicURL(storeURL)}
+			return serve(cmd, cfg, listen, metricsListen, "ready at", &st, storeURL)
 		},
 	}
 	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "serve Prometheus metrics, pprof and a status page on this address")
 	addServerTLSFlags(cmd, &tlsCert, &tlsKey)
 	cmd.Flags().StringVar(&dir, "dir", "canopy-data", "directory that holds the file system's state")
+	st.bind(cmd, "default: DIR/objects")
 	cmd.Flags().StringVar(&listen, "listen", DefaultAddr, "address to serve on (port 0 picks a free one)")
 	cmd.Flags().IntVar(&partitions, "partitions", 1, "metadata partitions to run, behind one router when more than 1")
 	return cmd
@@ -58,6 +64,7 @@ router on --listen, which is the address it prints as ready. Partition K
 func newMetaCmd(g *globals) *cobra.Command {
 	var dir, listen, metricsListen, tlsCert, tlsKey string
 	var partition uint16
+	var st storageFlags
 	cmd := &cobra.Command{
 		Use:     "meta",
 		Short:   "Run a metadata server for one partition",
@@ -68,8 +75,12 @@ func newMetaCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cfg := server.Config{Dir: dir, Partition: partition, Secret: g.secret, TLS: tlsCfg}
-			return serve(cmd, cfg, listen, metricsListen, fmt.Sprintf("meta partition %d ready at", partition))
+			storeURL, err := st.resolve("")
+			if err != nil {
+				return err
+			}
+			cfg := server.Config{Dir: dir, Partition: partition, Secret: g.secret, TLS: tlsCfg, Storage: publicURL(storeURL)}
+			return serve(cmd, cfg, listen, metricsListen, fmt.Sprintf("meta partition %d ready at", partition), &st, storeURL)
 		},
 	}
 	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "serve Prometheus metrics, pprof and a status page on this address")
@@ -77,13 +88,15 @@ func newMetaCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&dir, "dir", "", "directory that holds the partition's log and checkpoints")
 	cmd.Flags().StringVar(&listen, "listen", DefaultAddr, "address to serve on (port 0 picks a free one)")
 	cmd.Flags().Uint16Var(&partition, "partition", 0, "partition id this server owns")
+	st.bind(cmd, "default: none, files hold no data")
 	cmd.MarkFlagRequired("dir")
 	return cmd
 }
 
-// serve opens a metadata server, prints the ready line, and runs until a
-// signal (graceful shutdown) or a log failure.
-func serve(cmd *cobra.Command, cfg server.Config, listen, metricsListen, ready string) error {
+// serve opens a metadata server, starts the collector of its object store
+// (storeURL, if any), prints the ready line, and runs until a signal
+// (graceful shutdown) or a log failure.
+func serve(cmd *cobra.Command, cfg server.Config, listen, metricsListen, ready string, st *storageFlags, storeURL string) error {
 	cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 	var reg *prometheus.Registry
 	if metricsListen != "" {
@@ -110,6 +123,12 @@ func serve(cmd *cobra.Command, cfg server.Config, listen, metricsListen, ready s
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
+	stopGC, err := st.startCollector(storeURL, ln.Addr().String(), cfg.Secret, cfg.TLS != nil, cfg.Partition, cfg.Logger)
+	if err != nil {
+		srv.Close()
+		return err
+	}
+	defer stopGC()
 	fmt.Fprintf(cmd.OutOrStdout(), "canopy: %s %s\n", ready, ln.Addr())
 
 	sig := make(chan os.Signal, 1)
@@ -118,6 +137,7 @@ func serve(cmd *cobra.Command, cfg server.Config, listen, metricsListen, ready s
 	select {
 	case s := <-sig:
 		cfg.Logger.Info("shutting down", "signal", s.String())
+		stopGC()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		return srv.Shutdown(ctx)

@@ -32,7 +32,8 @@ func partitionMount(k int) string { return fmt.Sprintf("/p%d", k) }
 
 // upPartitions runs n partitions and a router until a signal or a
 // partition's log fails.
-func upPartitions(cmd *cobra.Command, g *globals, dir, listen, metricsListen string, tlsCfg *tls.Config, n int) error {
+func upPartitions(cmd *cobra.Command, g *globals, dir, listen, metricsListen string, tlsCfg *tls.Config, n int,
+	st *storageFlags, storeURL string) error {
 	if n < 2 || n > mount.VirtualPartitions {
 		return fmt.Errorf("up: --partitions %d: want 1 to %d", n, mount.VirtualPartitions)
 	}
@@ -41,13 +42,18 @@ func upPartitions(cmd *cobra.Command, g *globals, dir, listen, metricsListen str
 	failed := make(chan error, n)
 	for k := range n {
 		cfg := server.Config{Dir: filepath.Join(dir, fmt.Sprintf("p%d", k)), Partition: uint16(k), Secret: g.secret,
-			Logger: log.With("partition", k)}
+			Logger: log.With("partition", k), Storage: publicURL(storeURL)}
 		srv, addr, stop, err := startPartition(cfg, metricsListen != "")
 		if err != nil {
 			return err
 		}
 		defer stop()
 		addrs[k] = addr
+		stopGC, err := st.startCollector(storeURL, addr, g.secret, false, cfg.Partition, cfg.Logger)
+		if err != nil {
+			return err
+		}
+		defer stopGC()
 		go func() {
 			<-srv.Failed()
 			failed <- fmt.Errorf("partition %d: %w", k, server.ErrFailed)

@@ -9,8 +9,9 @@ import (
 )
 
 // checkpointMagic starts every checkpoint body; the last two bytes are the
-// format version.
-const checkpointMagic = "CNPYNS02"
+// format version. Version 02 added the federation tables and version 03
+// the data section (checkpoint_data.go), both after the nodes.
+const checkpointMagic = "CNPYNS03"
 
 // ErrBadCheckpoint reports a checkpoint body that does not decode into a
 // valid namespace.
@@ -31,6 +32,7 @@ func (e *Engine) WriteCheckpoint(w io.Writer) error {
 		enc.node(n)
 	}
 	enc.tables(&e.tables)
+	enc.writeData(e)
 	if enc.err != nil {
 		return fmt.Errorf("write checkpoint: %w", enc.err)
 	}
@@ -67,6 +69,7 @@ func Load(r io.Reader) (*Engine, error) {
 		}
 		e.nodes[n.attr.Ino] = n
 	}
+	dec.readData(e)
 	if dec.err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadCheckpoint, dec.err)
 	}
