@@ -69,13 +69,16 @@ func Load(r io.Reader) (*Engine, error) {
 		}
 		e.nodes[n.attr.Ino] = n
 	}
-	dec.readData(e)
 	if dec.err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadCheckpoint, dec.err)
 	}
 	var err error
 	if e.tables, err = dec.tables(e.part); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadCheckpoint, err)
+	}
+	dec.readData(e)
+	if dec.err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadCheckpoint, dec.err)
 	}
 	if err := e.Check(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadCheckpoint, err)
