@@ -58,16 +58,6 @@ func newRequest(m pb.Method) proto.Message {
 	return nil
 }
 
-// newReply returns an empty reply message of a mutation, to decode a
-// retry-cache entry into.
-func newReply(m pb.Method) proto.Message {
-	switch m {
-	case pb.Method_ALLOC_SLICES:
-		return &pb.AllocSlicesReply{}
-	}
-	return &pb.AttrReply{}
-}
-
 // isMutation reports whether method changes the namespace, and so is
 // logged and answered from the retry cache when retried.
 func isMutation(m pb.Method) bool {
