@@ -209,7 +209,8 @@ func checkPlacement(s Slice) error {
 // chunk boundary, stored as one slice). mtime sets the file's mtime (0:
 // now); ctime is now. Stored slices that the new ones cover entirely are
 // dropped, and their ids become garbage at now unless still used elsewhere.
-// Nothing changes unless everything is valid.
+// At most MaxCommitWrites slices per commit (EINVAL). Nothing changes
+// unless everything is valid.
 func (e *Engine) Commit(c Cred, ino Ino, writes []SliceWrite, size uint64, mtime, now int64) (Attr, error) {
 	n, err := e.regular(ino)
 	if err != nil {
@@ -220,6 +221,9 @@ func (e *Engine) Commit(c Cred, ino Ino, writes []SliceWrite, size uint64, mtime
 	}
 	if size > MaxFileSize {
 		return Attr{}, syscall.EFBIG
+	}
+	if len(writes) > MaxCommitWrites {
+		return Attr{}, syscall.EINVAL
 	}
 	newSize := max(n.attr.Size, size)
 	for i, w := range writes {
