@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 
+	pb "github.com/canopyfs/canopy/api/metapb"
 	"github.com/canopyfs/canopy/internal/data"
 )
 
@@ -55,41 +56,42 @@ func (c *Client) Open(ctx context.Context, name string) (*File, error) {
 // permission bits perm if asked.
 func (c *Client) OpenFile(ctx context.Context, name string, flag int, perm fs.FileMode) (*File, error) {
 	writing := flag&(os.O_WRONLY|os.O_RDWR) != 0
+	oflags := uint32(flag & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC))
 	var fi *FileInfo
 	var err error
 	if flag&os.O_CREATE != 0 {
-		fi, err = c.Create(ctx, name, uint32(perm.Perm()))
-		if err != nil && (flag&os.O_EXCL != 0 || !errors.Is(err, syscall.EEXIST)) {
+		created, err := c.Create(ctx, name, uint32(perm.Perm()))
+		switch {
+		case err == nil:
+			fi, err = c.OpenIno(ctx, created.Ino(), oflags)
+		case flag&os.O_EXCL == 0 && errors.Is(err, syscall.EEXIST):
+			fi, err = c.openPath(ctx, name, oflags)
+		}
+		if err != nil {
 			return nil, err
 		}
+	} else if fi, err = c.openPath(ctx, name, oflags); err != nil {
+		return nil, err
 	}
-	if fi == nil {
-		if fi, err = c.Stat(ctx, name); err != nil {
-			return nil, err
-		}
-	}
+	// From here on the server counts this open: every failure closes it.
 	f := &File{c: c, ctx: ctx, name: name, ino: fi.Ino(), flag: flag, dir: fi.IsDir()}
+	fail := func(err error) (*File, error) {
+		c.CloseIno(ctx, f.ino)
+		return nil, renamed(err, "open", name)
+	}
 	if f.dir {
-		if writing || flag&os.O_TRUNC != 0 {
-			return nil, &pathError{Op: "open", Path: name, Err: syscall.EISDIR}
-		}
 		return f, nil
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, &pathError{Op: "open", Path: name, Err: syscall.EINVAL}
+		return fail(syscall.EINVAL)
 	}
 	vol, err := c.DataVolume(ctx)
 	if err != nil {
-		return nil, &pathError{Op: "open", Path: name, Err: err}
-	}
-	oflags := uint32(flag & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC))
-	if fi, err = c.OpenIno(ctx, f.ino, oflags); err != nil {
-		return nil, renamed(err, "open", name)
+		return fail(err)
 	}
 	if flag&os.O_TRUNC != 0 && fi.Size() > 0 {
 		if fi, err = c.SetAttrIno(ctx, f.ino, SetAttr{Valid: SetSize}); err != nil {
-			c.CloseIno(ctx, f.ino)
-			return nil, renamed(err, "open", name)
+			return fail(err)
 		}
 	}
 	f.r = vol.NewReader(c, uint64(f.ino))
@@ -97,6 +99,15 @@ func (c *Client) OpenFile(ctx context.Context, name string, flag int, perm fs.Fi
 		f.w = vol.NewWriter(c, uint64(f.ino), uint64(fi.Size()))
 	}
 	return f, nil
+}
+
+// openPath sends OPEN for the node at p (following symlinks).
+func (c *Client) openPath(ctx context.Context, p string, flags uint32) (*FileInfo, error) {
+	var r pb.AttrReply
+	if err := c.call(ctx, pb.Method_OPEN, &pb.OpenRequest{Path: p, Flags: flags}, &r, "open", p); err != nil {
+		return nil, err
+	}
+	return newFileInfo(path.Base(p), r.Attr), nil
 }
 
 // renamed gives err, a *PathError of the client, the caller's op and path.
@@ -330,6 +341,9 @@ func (f *File) Close() error {
 	}
 	f.closed = true
 	if f.dir {
+		if err := f.c.CloseIno(f.ctx, f.ino); err != nil {
+			return f.fail("close", err)
+		}
 		return nil
 	}
 	defer f.r.Release()

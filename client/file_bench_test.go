@@ -1,19 +1,23 @@
 package client_test
 
 import (
+	"flag"
 	"io"
 	"os"
 	"testing"
 
 	"github.com/canopyfs/canopy/client"
+	"github.com/canopyfs/canopy/internal/data"
 )
 
 const benchFileSize = 256 << 20
 
+var benchUploads = flag.Int("uploads", 0, "BenchmarkFileWrite: uploads in flight (0: the default)")
+
 // BenchmarkFileWrite writes a 256 MiB file in 1 MiB calls and closes it
 // (local backend): uploads, fsyncs of the store and the commit included.
 func BenchmarkFileWrite(b *testing.B) {
-	e := startData(b, backends[0], client.Options{})
+	e := startData(b, backends[0], client.Options{Data: data.Config{Uploads: *benchUploads}})
 	buf := randomBytes(1, 1<<20)
 	b.SetBytes(benchFileSize)
 	for b.Loop() {

@@ -89,37 +89,31 @@ func (e *Engine) regular(ino Ino) (*node, error) {
 	return nil, syscall.EINVAL
 }
 
-// overlay places s over view (non-overlapping, sorted by Pos), cutting what
-// it covers, and returns the new view; buf is scratch space it may reuse.
-func overlay(view []Slice, s Slice, buf []Slice) []Slice {
+// overlay places s over view (non-overlapping, sorted by Pos), cutting
+// what it covers, and returns the new view. It finds the entries s
+// touches by binary search and replaces them in place, so a chunk of k
+// stored slices resolves in O(k log k) plus the moves.
+func overlay(view []Slice, s Slice) []Slice {
 	end := s.Pos + s.Len
-	out := buf[:0]
-	placed := false
-	for _, v := range view {
-		vend := v.Pos + v.Len
-		if vend <= s.Pos || v.Pos >= end {
-			if !placed && v.Pos >= end {
-				out = append(out, s)
-				placed = true
-			}
-			out = append(out, v)
-			continue
-		}
-		if v.Pos < s.Pos {
-			out = append(out, Slice{ID: v.ID, Size: v.Size, Off: v.Off, Len: s.Pos - v.Pos, Pos: v.Pos})
-		}
-		if !placed {
-			out = append(out, s)
-			placed = true
-		}
-		if vend > end {
-			out = append(out, Slice{ID: v.ID, Size: v.Size, Off: v.Off + (end - v.Pos), Len: vend - end, Pos: end})
+	i := sort.Search(len(view), func(i int) bool { return view[i].Pos+view[i].Len > s.Pos })
+	j := i
+	for j < len(view) && view[j].Pos < end {
+		j++
+	}
+	var repl [3]Slice
+	r := repl[:0]
+	if i < j {
+		if v := view[i]; v.Pos < s.Pos {
+			r = append(r, Slice{ID: v.ID, Size: v.Size, Off: v.Off, Len: s.Pos - v.Pos, Pos: v.Pos})
 		}
 	}
-	if !placed {
-		out = append(out, s)
+	r = append(r, s)
+	if i < j {
+		if v := view[j-1]; v.Pos+v.Len > end {
+			r = append(r, Slice{ID: v.ID, Size: v.Size, Off: v.Off + (end - v.Pos), Len: v.Pos + v.Len - end, Pos: end})
+		}
 	}
-	return out
+	return slices.Replace(view, i, j, r...)
 }
 
 // resolve returns the non-overlapping view of the stored slices ss, later
@@ -133,14 +127,13 @@ func resolve(ss []Slice, limit uint32) []Slice {
 		s.Len = min(s.Len, limit-s.Pos)
 		return []Slice{s}
 	}
-	var view, buf []Slice
+	view := make([]Slice, 0, len(ss)+2)
 	for _, s := range ss {
 		if s.Pos >= limit {
 			continue
 		}
 		s.Len = min(s.Len, limit-s.Pos)
-		next := overlay(view, s, buf)
-		view, buf = next, view
+		view = overlay(view, s)
 	}
 	return view
 }
@@ -209,7 +202,8 @@ func checkPlacement(s Slice) error {
 // chunk boundary, stored as one slice). mtime sets the file's mtime (0:
 // now); ctime is now. Stored slices that the new ones cover entirely are
 // dropped, and their ids become garbage at now unless still used elsewhere.
-// Nothing changes unless everything is valid.
+// At most MaxCommitWrites slices per commit (EINVAL). Nothing changes
+// unless everything is valid.
 func (e *Engine) Commit(c Cred, ino Ino, writes []SliceWrite, size uint64, mtime, now int64) (Attr, error) {
 	n, err := e.regular(ino)
 	if err != nil {
@@ -220,6 +214,9 @@ func (e *Engine) Commit(c Cred, ino Ino, writes []SliceWrite, size uint64, mtime
 	}
 	if size > MaxFileSize {
 		return Attr{}, syscall.EFBIG
+	}
+	if len(writes) > MaxCommitWrites {
+		return Attr{}, syscall.EINVAL
 	}
 	newSize := max(n.attr.Size, size)
 	for i, w := range writes {

@@ -31,16 +31,16 @@ func BenchmarkCommit(b *testing.B) {
 }
 
 // BenchmarkReadChunks reads the view of a file of one slice, and of a
-// chunk fragmented into 16 overlapping slices.
+// chunk fragmented into 16 and 256 overlapping slices.
 func BenchmarkReadChunks(b *testing.B) {
-	for _, k := range []int{1, 16} {
+	for _, k := range []int{1, 16, 256} {
 		b.Run(fmt.Sprintf("slices=%d", k), func(b *testing.B) {
 			e, _, inos, _ := bigDir(b, 1000)
 			first, _, _ := e.AllocSlices(e.Root(), MaxAllocSlices)
 			id := first
 			for _, ino := range inos {
 				for j := range k {
-					w := []SliceWrite{{Slice: Slice{ID: id, Size: 1 << 20, Len: 1 << 20, Pos: uint32(j) * (1 << 19)}}}
+					w := []SliceWrite{{Slice: Slice{ID: id, Size: 1 << 20, Len: 1 << 20, Pos: uint32(j) * min(1<<19, (63<<20)/uint32(k))}}}
 					id++
 					if id == first+MaxAllocSlices {
 						first, _, _ = e.AllocSlices(e.Root(), MaxAllocSlices)

@@ -86,6 +86,7 @@ func TestCommitValidation(t *testing.T) {
 		{"same id twice in a chunk", credRoot, f, []SliceWrite{{Slice: ok}, {Slice: Slice{ID: id, Size: 100, Len: 10, Pos: 200}}}, 0, syscall.EINVAL},
 		{"same id, other size", credRoot, f, []SliceWrite{{Slice: ok}, {Chunk: 1, Slice: Slice{ID: id, Size: 99, Len: 10}}}, 0, syscall.EINVAL},
 		{"size too big", credRoot, f, nil, MaxFileSize + 1, syscall.EFBIG},
+		{"too many slices", credRoot, f, manyWrites(id, MaxCommitWrites+1), 0, syscall.EINVAL},
 	}
 	before := dumpData(e)
 	for _, c := range cases {
@@ -110,6 +111,16 @@ func TestCommitValidation(t *testing.T) {
 	if err := e.Check(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// manyWrites places slice id, one byte, in each of n chunks: valid but
+// for its number.
+func manyWrites(id uint64, n int) []SliceWrite {
+	ws := make([]SliceWrite, n)
+	for i := range ws {
+		ws[i] = SliceWrite{Chunk: uint32(i), Slice: Slice{ID: id, Size: 1, Len: 1}}
+	}
+	return ws
 }
 
 func TestCommitKillsSetuid(t *testing.T) {

@@ -38,6 +38,8 @@ type ChunkView struct {
 const (
 	// MaxAllocSlices is the most slice ids one AllocSlices hands out.
 	MaxAllocSlices = 4096
+	// MaxCommitWrites is the most slices one Commit places.
+	MaxCommitWrites = 4096
 	// MaxFileSize is the largest file size: 2^32 chunks.
 	MaxFileSize = uint64(layout.ChunkSize) << 32
 	// maxPendingBatches bounds the batches of allocated, not yet used
