@@ -95,6 +95,12 @@ type clientConn struct {
 	waiting map[uint64]*waiter // by call id
 	err     error              // why the connection broke; nil while it works
 	reading bool               // a goroutine owns the read side
+
+	// forwarding is set by the first forwarded call: from then on the
+	// reader goroutine keeps the read side even with no call waiting, as
+	// nobody waits on a forwarded call to read its reply, and handing the
+	// read side back for every burst would cost a wake-up each time.
+	forwarding bool
 	unread  int64              // when the read side was last let go, in monotime
 
 	// readTurn has room for one token, sent by a read side owner that
@@ -152,8 +158,11 @@ func (cn *clientConn) send(w *waiter, id uint64, method uint16, from *origin, cr
 	cn.waiting[id] = w
 	alone := len(cn.waiting) == 1
 	read := false
-	if w.fn != nil && !cn.reading {
-		cn.reading, read = true, true
+	if w.fn != nil {
+		cn.forwarding = true
+		if !cn.reading {
+			cn.reading, read = true, true
+		}
 	}
 	// The frame is appended under mu, so that no reply or failure reaches
 	// w, whose caller may then reuse cred and req, before they are copied.
@@ -303,7 +312,7 @@ func (cn *clientConn) readReply(self *waiter, b *Batch) (got, own bool, r result
 	own = true
 	handOff := false
 	switch {
-	case len(cn.waiting) == 0:
+	case len(cn.waiting) == 0 && (!cn.forwarding || self != nil):
 		cn.reading, own = false, false
 		cn.unread = monotime()
 	case self != nil && w == self:
