@@ -9,7 +9,8 @@
 # round's ops/s and the ratio of the medians (router / direct).
 #
 # Usage: bench/router.sh [ROUNDS] [SECONDS]   (defaults: 3 rounds, 5 s each)
-# Environment: THREADS (16), META_PORT (9511), ROUTER_PORT (9611).
+# Environment: THREADS (16), META_PORT (9511), ROUTER_PORT (9611),
+# ROUTER_PROCS (the router's GOMAXPROCS; default: the CPUs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,7 +40,7 @@ c=$work/canopy
 pids+=($!)
 wait_for "$work/meta.out"
 "$c" routing set 0 "$META" --addr "$META" >/dev/null
-"$c" router --listen "$ROUTER" --root "$META" >"$work/router.out" 2>"$work/router.err" &
+GOMAXPROCS=${ROUTER_PROCS:-} "$c" router --listen "$ROUTER" --root "$META" >"$work/router.out" 2>"$work/router.err" &
 pids+=($!)
 wait_for "$work/router.out"
 

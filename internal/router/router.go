@@ -134,8 +134,11 @@ func (r *Router) loadFirst(ctx context.Context) error {
 		if err == nil {
 			return nil
 		}
+		// The root partition's refusal (not partition 0, not speaking the
+		// table methods, a table that does not compile) will not pass.
 		var se *rpc.StatusError
-		if errors.As(err, &se) && se.Status == rpc.StatusUnknownMethod || errors.Is(err, syscall.EINVAL) {
+		var errno syscall.Errno
+		if errors.As(err, &se) && se.Status == rpc.StatusUnknownMethod || errors.As(err, &errno) {
 			return fmt.Errorf("router: load tables: %w", err)
 		}
 		pause := time.Duration(rand.N(int64(min(time.Millisecond<<min(attempt, 10), time.Second)))) + time.Millisecond

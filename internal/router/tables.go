@@ -19,7 +19,11 @@ import (
 // view is one version of the tables as the router uses them: the compiled
 // mount table and routing table, and what the router derives from them.
 // It is immutable once published; a call loads it once and uses it
-// throughout, so all its decisions come from one version.
+// throughout, so all its decisions come from one version. (mount.Current
+// and mount.CurrentRouting each publish one table alone; the router
+// publishes both, and what it derives, behind one pointer instead, so that
+// no call sees the mount table of one version with the routing of
+// another.)
 type view struct {
 	version uint64
 	mounts  *mount.Snapshot

@@ -101,7 +101,7 @@ type clientConn struct {
 	// nobody waits on a forwarded call to read its reply, and handing the
 	// read side back for every burst would cost a wake-up each time.
 	forwarding bool
-	unread  int64              // when the read side was last let go, in monotime
+	unread     int64 // when the read side was last let go, in monotime
 
 	// readTurn has room for one token, sent by a read side owner that
 	// hands it to the reader goroutine.

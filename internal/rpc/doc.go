@@ -104,6 +104,14 @@
 // pool of handler goroutines serves them, reads and writes in a set
 // proportion while both queues hold calls.
 //
+// A router passes calls on with Client.Forward, which does not wait: the
+// reply goes to a callback on the goroutine that reads it. A goroutine
+// that works through many frames (a server's reader serving calls, a
+// client's reader receiving replies) offers a Batch (Call.Batch, the
+// callback's argument): the calls forwarded and replies sent through it
+// wait, and leave in one write per connection, written by that goroutine,
+// when it has nothing more buffered.
+//
 // A Client may limit its own call rate with a token bucket
 // (ClientConfig.RateLimit), which every attempt waits on.
 //
