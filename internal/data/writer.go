@@ -23,6 +23,10 @@ type Writer struct {
 	slices []*sliceBuf          // in the order they were started, not yet committed
 	open   map[uint32]*sliceBuf // per chunk, the slice that may still grow
 	done   int                  // finished slices in slices
+
+	// committed counts slices committed per chunk since the chunk was last
+	// handed to compaction.
+	committed map[uint32]int
 }
 
 // sliceBuf is one slice being written: bytes at chunk offset pos, stored
@@ -43,7 +47,7 @@ type sliceBuf struct {
 // NewWriter returns a writer for file ino, whose length is size, that
 // commits through meta.
 func (v *Volume) NewWriter(meta Meta, ino uint64, size uint64) *Writer {
-	return &Writer{v: v, meta: meta, ino: ino, size: size, open: map[uint32]*sliceBuf{}}
+	return &Writer{v: v, meta: meta, ino: ino, size: size, open: map[uint32]*sliceBuf{}, committed: map[uint32]int{}}
 }
 
 // Size is the file's length including buffered writes.
@@ -199,6 +203,15 @@ func (w *Writer) Flush(ctx context.Context) error {
 				return fmt.Errorf("commit: %w", err)
 			}
 			writes = writes[:0]
+		}
+	}
+	// A chunk this writer has placed many slices in is fragmented:
+	// compact it in the background.
+	for _, s := range w.slices {
+		w.committed[s.chunk]++
+		if at := w.v.cfg.CompactAt; at > 0 && w.committed[s.chunk] >= at {
+			w.committed[s.chunk] = 0
+			w.v.compactLater(w.meta, w.ino, s.chunk)
 		}
 	}
 	w.slices, w.done = nil, 0
