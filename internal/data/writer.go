@@ -29,6 +29,10 @@ type Writer struct {
 	committed map[uint32]int
 }
 
+// maxOpenSlices is the most slices a writer keeps open to appends, one per
+// chunk.
+const maxOpenSlices = 8
+
 // sliceBuf is one slice being written: bytes at chunk offset pos, stored
 // as slice id. cur holds the bytes of the block not yet uploaded.
 type sliceBuf struct {
@@ -89,6 +93,16 @@ func (w *Writer) writeChunk(ctx context.Context, chunk uint32, pos int, p []byte
 		if s != nil {
 			if err := w.finish(ctx, s); err != nil {
 				return err
+			}
+		}
+		// Each open slice holds a block buffer: bound them, so that
+		// writes scattered over many chunks do not hold a block each.
+		if len(w.open) >= maxOpenSlices {
+			for _, old := range w.open {
+				if err := w.finish(ctx, old); err != nil {
+					return err
+				}
+				break
 			}
 		}
 		id, err := w.v.ids.alloc(ctx, w.meta, w.ino)
