@@ -297,3 +297,88 @@ func TestCompaction(t *testing.T) {
 		t.Fatalf("fsck after compaction: %+v, %v", rep, err)
 	}
 }
+
+// A writer that commits many slices to one chunk has it compacted in the
+// background, without a reader.
+func TestWriterTriggersCompaction(t *testing.T) {
+	e := startData(t, backends[0], client.Options{Data: data.Config{CompactAt: 8}})
+	f, err := e.c.OpenFile(e.ctx, "/w", os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := randomBytes(6, 32<<10)
+	if _, err := f.WriteAt(want, 0); err != nil {
+		t.Fatal(err)
+	}
+	// The first Sync commits two slices, the next six one each: the
+	// eighth reaches CompactAt.
+	for i := 0; i < 7; i++ {
+		p := randomBytes(uint64(100+i), 100)
+		copy(want[i*1000:], p)
+		f.WriteAt(p, int64(i*1000))
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	vol, err := e.c.DataVolume(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vol.Wait() // the background compaction
+	r, err := e.c.ReadChunks(e.ctx, uint64(f.Ino()), 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := r.Chunks[0].StoredSlices; n != 1 {
+		t.Fatalf("%d stored slices after the writer's compaction, want 1", n)
+	}
+	if got, err := e.c.ReadFile(e.ctx, "/w"); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("content after compaction: %v", err)
+	}
+}
+
+// Writes scattered over more chunks than a writer keeps slices open for,
+// each chunk then appended to again, read back by another client.
+func TestScatteredWritesOverManyChunks(t *testing.T) {
+	e := startData(t, backends[0], client.Options{})
+	f, err := e.c.OpenFile(e.ctx, "/sparse", os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const chunks = 20
+	at := func(i int) int64 { return int64(i)*layout.ChunkSize + 1 + int64(i)*7 }
+	for round := 0; round < 2; round++ {
+		for i := 0; i < chunks; i++ {
+			if _, err := f.WriteAt([]byte{byte('a' + i), byte('A' + round)}, at(i)+int64(2*round)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	other, err := client.Dial(e.addr, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	g, err := other.Open(e.ctx, "/sparse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for i := 0; i < chunks; i++ {
+		got := make([]byte, 6)
+		want := []byte{0, byte('a' + i), 'A', byte('a' + i), 'B', 0}
+		n, err := g.ReadAt(got, at(i)-1)
+		if i == chunks-1 {
+			want, got = want[:5], got[:n]
+		}
+		if (err != nil && !errors.Is(err, io.EOF)) || !bytes.Equal(got, want) {
+			t.Fatalf("chunk %d: %q, %v; want %q", i, got, err, want)
+		}
+	}
+}

@@ -23,7 +23,15 @@ type Writer struct {
 	slices []*sliceBuf          // in the order they were started, not yet committed
 	open   map[uint32]*sliceBuf // per chunk, the slice that may still grow
 	done   int                  // finished slices in slices
+
+	// committed counts slices committed per chunk since the chunk was last
+	// handed to compaction.
+	committed map[uint32]int
 }
+
+// maxOpenSlices is the most slices a writer keeps open to appends, one per
+// chunk.
+const maxOpenSlices = 8
 
 // sliceBuf is one slice being written: bytes at chunk offset pos, stored
 // as slice id. cur holds the bytes of the block not yet uploaded.
@@ -43,7 +51,7 @@ type sliceBuf struct {
 // NewWriter returns a writer for file ino, whose length is size, that
 // commits through meta.
 func (v *Volume) NewWriter(meta Meta, ino uint64, size uint64) *Writer {
-	return &Writer{v: v, meta: meta, ino: ino, size: size, open: map[uint32]*sliceBuf{}}
+	return &Writer{v: v, meta: meta, ino: ino, size: size, open: map[uint32]*sliceBuf{}, committed: map[uint32]int{}}
 }
 
 // Size is the file's length including buffered writes.
@@ -85,6 +93,16 @@ func (w *Writer) writeChunk(ctx context.Context, chunk uint32, pos int, p []byte
 		if s != nil {
 			if err := w.finish(ctx, s); err != nil {
 				return err
+			}
+		}
+		// Each open slice holds a block buffer: bound them, so that
+		// writes scattered over many chunks do not hold a block each.
+		if len(w.open) >= maxOpenSlices {
+			for _, old := range w.open {
+				if err := w.finish(ctx, old); err != nil {
+					return err
+				}
+				break
 			}
 		}
 		id, err := w.v.ids.alloc(ctx, w.meta, w.ino)
@@ -199,6 +217,15 @@ func (w *Writer) Flush(ctx context.Context) error {
 				return fmt.Errorf("commit: %w", err)
 			}
 			writes = writes[:0]
+		}
+	}
+	// A chunk this writer has placed many slices in is fragmented:
+	// compact it in the background.
+	for _, s := range w.slices {
+		w.committed[s.chunk]++
+		if at := w.v.cfg.CompactAt; at > 0 && w.committed[s.chunk] >= at {
+			w.committed[s.chunk] = 0
+			w.v.compactLater(w.meta, w.ino, s.chunk)
 		}
 	}
 	w.slices, w.done = nil, 0
