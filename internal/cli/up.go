@@ -32,7 +32,7 @@ the objects of deleted data. It prints one line with "ready" and the
 address once it serves, and stops cleanly on SIGINT or SIGTERM.`,
 		Example: "  canopy up --dir /tmp/canopy\n  canopy up --dir /tmp/canopy --listen 127.0.0.1:0\n" +
 			"  canopy up --dir /tmp/canopy --storage 's3://bucket/canopy?endpoint=http://127.0.0.1:9000'",
-		Args:    cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tlsCfg, err := serverTLS(tlsCert, tlsKey)
 			if err != nil {
