@@ -37,13 +37,22 @@ func (s *storageFlags) bind(cmd *cobra.Command, def string) {
 	fl.BoolVar(&s.noGC, "no-gc", false, "do not run the collector in this process")
 }
 
-// resolve returns the store URL: the flag, or for canopy up (dir != "")
-// the directory DIR/objects.
+// resolve returns the store URL: the flag (a plain directory made an
+// absolute file:// URL), or for canopy up (dir != "") the directory
+// DIR/objects.
 func (s *storageFlags) resolve(dir string) (string, error) {
-	if s.url != "" || dir == "" {
+	local := ""
+	switch {
+	case strings.Contains(s.url, "://"):
 		return s.url, nil
+	case s.url != "":
+		local = s.url // a directory: clients elsewhere need its absolute path
+	case dir != "":
+		local = filepath.Join(dir, "objects")
+	default:
+		return "", nil
 	}
-	abs, err := filepath.Abs(filepath.Join(dir, "objects"))
+	abs, err := filepath.Abs(local)
 	if err != nil {
 		return "", fmt.Errorf("storage directory: %w", err)
 	}

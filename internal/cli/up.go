@@ -27,15 +27,20 @@ func newUpCmd(g *globals) *cobra.Command {
 		Use:   "up",
 		Short: "Run a complete single-node Canopy in the foreground",
 		Long: `Run a complete single-node Canopy in the foreground: a metadata server
-keeping its state under --dir. It prints one line with "ready" and the
+keeping its state under --dir, file data in the object store --storage
+names (default: the directory DIR/objects), and the collector that removes
+the objects of deleted data. It prints one line with "ready" and the
 address once it serves, and stops cleanly on SIGINT or SIGTERM.
 
 With --partitions N (N > 1) it runs N metadata partitions (ids 0..N-1,
-state in DIR/p0 ... DIR/pN-1, each on its own free 127.0.0.1 port) and one
-router on --listen, which is the address it prints as ready. Partition K
-(K >= 1) is mounted at /pK; the rest of the namespace is partition 0's.`,
-		Example: "  canopy up --dir /tmp/canopy\n  canopy up --dir /tmp/canopy --listen 127.0.0.1:0\n  canopy up --dir /tmp/fed --partitions 3",
-		Args:    cobra.NoArgs,
+state in DIR/p0 ... DIR/pN-1, each on its own free 127.0.0.1 port, all
+sharing one object store) and one router on --listen, which is the address
+it prints as ready. Partition K (K >= 1) is mounted at /pK; the rest of
+the namespace is partition 0's.`,
+		Example: "  canopy up --dir /tmp/canopy\n  canopy up --dir /tmp/canopy --listen 127.0.0.1:0\n" +
+			"  canopy up --dir /tmp/fed --partitions 3\n" +
+			"  canopy up --dir /tmp/canopy --storage 's3://bucket/canopy?endpoint=http://127.0.0.1:9000'",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tlsCfg, err := serverTLS(tlsCert, tlsKey)
 			if err != nil {

@@ -3,6 +3,7 @@ package data
 import (
 	"context"
 	"fmt"
+	"math"
 
 	pb "github.com/canopyfs/canopy/api/metapb"
 )
@@ -75,8 +76,9 @@ func (r *Reader) view(ctx context.Context, chunk uint32) (*pb.ChunkView, error) 
 	}
 	r.known = true
 	r.size = reply.Attr.Size
+	end := uint64(chunk) + viewBatch
 	for _, cv := range reply.Chunks {
-		if cv == nil || cv.Chunk < chunk || cv.Chunk >= chunk+viewBatch {
+		if cv == nil || cv.Chunk < chunk || uint64(cv.Chunk) >= end {
 			return nil, fmt.Errorf("read chunks: unexpected chunk in reply")
 		}
 		if err := checkView(cv, r.v.ChunkSize); err != nil {
@@ -84,9 +86,9 @@ func (r *Reader) view(ctx context.Context, chunk uint32) (*pb.ChunkView, error) 
 		}
 		r.views[cv.Chunk] = cv
 	}
-	for c := chunk; c < chunk+viewBatch; c++ {
-		if _, ok := r.views[c]; !ok {
-			r.views[c] = &pb.ChunkView{Chunk: c} // nothing stored: zeros
+	for c := uint64(chunk); c < end && c <= math.MaxUint32; c++ {
+		if _, ok := r.views[uint32(c)]; !ok {
+			r.views[uint32(c)] = &pb.ChunkView{Chunk: uint32(c)} // nothing stored: zeros
 		}
 	}
 	return r.views[chunk], nil

@@ -74,6 +74,11 @@ type Volume struct {
 // NewVolume returns a Volume storing objects in store.
 func NewVolume(store object.Store, cfg Config) (*Volume, error) {
 	cfg.setDefaults()
+	// The sizes come from the server (VOLUME): refuse what would make
+	// every buffer huge or positions overflow.
+	if cfg.BlockSize > 64<<20 || cfg.ChunkSize > 1<<30 {
+		return nil, fmt.Errorf("volume: block size %d or chunk size %d out of range", cfg.BlockSize, cfg.ChunkSize)
+	}
 	if cfg.BlockSize > cfg.ChunkSize || cfg.ChunkSize%cfg.BlockSize != 0 {
 		return nil, fmt.Errorf("volume: chunk size %d is not a multiple of block size %d", cfg.ChunkSize, cfg.BlockSize)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 
 	pb "github.com/canopyfs/canopy/api/metapb"
 )
@@ -70,6 +71,9 @@ func (w *Writer) WriteAt(ctx context.Context, p []byte, off int64) error {
 		return errors.New("negative offset")
 	}
 	cs := int64(w.v.ChunkSize)
+	if off > cs<<32-int64(len(p)) {
+		return syscall.EFBIG // chunk indexes are 32 bits
+	}
 	for len(p) > 0 {
 		chunk, pos := uint32(off/cs), int(off%cs)
 		n := min(len(p), int(cs)-pos)
