@@ -23,6 +23,9 @@ type local struct {
 	// reached stable storage (their parent was fsynced after they were
 	// created or first seen by this process).
 	durable sync.Map
+	// dirSyncs holds a *syncGroup per directory objects are put in.
+	dirSyncs sync.Map
+	direct   directState
 }
 
 // NewLocal returns a Store that keeps objects as files under dir, which is
@@ -105,7 +108,7 @@ func (l *local) put(key string, data []byte) error {
 			os.Remove(tmp)
 		}
 	}()
-	if _, err := f.Write(data); err != nil {
+	if err := l.direct.writeObject(f, data); err != nil {
 		return err
 	}
 	if err := f.Sync(); err != nil {
@@ -120,7 +123,14 @@ func (l *local) put(key string, data []byte) error {
 		return err
 	}
 	ok = true
-	return syncDir(dir)
+	return l.syncDirShared(dir)
+}
+
+// syncDirShared fsyncs dir for a Put that just renamed an object into it,
+// sharing the fsync with the Puts into dir at the same time.
+func (l *local) syncDirShared(dir string) error {
+	g, _ := l.dirSyncs.LoadOrStore(dir, new(syncGroup))
+	return g.(*syncGroup).do(func() error { return syncDir(dir) })
 }
 
 // createTemp creates a new temporary file in dir, readable like an object.
