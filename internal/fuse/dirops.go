@@ -17,7 +17,7 @@ func (fs *FS) Mknod(cancel <-chan struct{}, in *gofuse.MknodIn, name string, out
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
-	ctx, c := fs.as(cancel, &in.Caller)
+	ctx, c := fs.asMutation(&in.Caller)
 	fi, err := c.MknodAt(ctx, client.Ino(in.NodeId), name, in.Mode, in.Rdev)
 	if err != nil {
 		return fs.fail(opMknod, err)
@@ -32,7 +32,7 @@ func (fs *FS) Mkdir(cancel <-chan struct{}, in *gofuse.MkdirIn, name string, out
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
-	ctx, c := fs.as(cancel, &in.Caller)
+	ctx, c := fs.asMutation(&in.Caller)
 	fi, err := c.MkdirAt(ctx, client.Ino(in.NodeId), name, in.Mode&0o7777)
 	if err != nil {
 		return fs.fail(opMkdir, err)
@@ -47,7 +47,7 @@ func (fs *FS) Unlink(cancel <-chan struct{}, h *gofuse.InHeader, name string) (s
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
-	ctx, c := fs.as(cancel, &h.Caller)
+	ctx, c := fs.asMutation(&h.Caller)
 	if err := c.UnlinkAt(ctx, client.Ino(h.NodeId), name); err != nil {
 		return fs.fail(opUnlink, err)
 	}
@@ -60,7 +60,7 @@ func (fs *FS) Rmdir(cancel <-chan struct{}, h *gofuse.InHeader, name string) (st
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
-	ctx, c := fs.as(cancel, &h.Caller)
+	ctx, c := fs.asMutation(&h.Caller)
 	if err := c.RmdirAt(ctx, client.Ino(h.NodeId), name); err != nil {
 		return fs.fail(opRmdir, err)
 	}
@@ -80,7 +80,7 @@ func (fs *FS) Rename(cancel <-chan struct{}, in *gofuse.RenameIn, oldName, newNa
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
-	ctx, c := fs.as(cancel, &in.Caller)
+	ctx, c := fs.asMutation(&in.Caller)
 	err := c.RenameAt(ctx, client.Ino(in.NodeId), oldName, client.Ino(in.Newdir), newName, in.Flags)
 	if err != nil {
 		return fs.fail(opRename, err)
@@ -94,7 +94,7 @@ func (fs *FS) Link(cancel <-chan struct{}, in *gofuse.LinkIn, name string, out *
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
-	ctx, c := fs.as(cancel, &in.Caller)
+	ctx, c := fs.asMutation(&in.Caller)
 	fi, err := c.LinkAt(ctx, client.Ino(in.Oldnodeid), client.Ino(in.NodeId), name)
 	if err != nil {
 		return fs.fail(opLink, err)
@@ -109,7 +109,7 @@ func (fs *FS) Symlink(cancel <-chan struct{}, h *gofuse.InHeader, target, linkNa
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
-	ctx, c := fs.as(cancel, &h.Caller)
+	ctx, c := fs.asMutation(&h.Caller)
 	fi, err := c.SymlinkAt(ctx, client.Ino(h.NodeId), linkName, target)
 	if err != nil {
 		return fs.fail(opSymlink, err)

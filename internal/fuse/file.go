@@ -45,7 +45,7 @@ func (fs *FS) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name string, o
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
-	ctx, c := fs.as(cancel, &in.Caller)
+	ctx, c := fs.asMutation(&in.Caller)
 	fi, err := c.MknodAt(ctx, client.Ino(in.NodeId), name, syscall.S_IFREG|in.Mode&0o7777, 0)
 	if err != nil {
 		return fs.fail(opCreate, err)

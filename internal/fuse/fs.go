@@ -80,6 +80,16 @@ func (fs *FS) as(cancel <-chan struct{}, caller *gofuse.Caller) (context.Context
 	return &gofuse.Context{Caller: *caller, Cancel: cancel}, fs.c.As(fs.credOf(caller))
 }
 
+// asMutation is as for a call that changes the namespace: it is not
+// abandoned when the kernel interrupts the caller (a Go program is
+// interrupted often, by the runtime's preemption signals). An abandoned
+// change may still be applied, and the caller's retry of an interrupted
+// mkdir would then fail with EEXIST; the client's own operation timeout
+// still bounds the call.
+func (fs *FS) asMutation(caller *gofuse.Caller) (context.Context, *client.Client) {
+	return fs.as(nil, caller)
+}
+
 // observe records an operation when it returns; use it as
 // defer fs.observe(op, time.Now(), &st).
 func (fs *FS) observe(op string, start time.Time, st *gofuse.Status) {

@@ -47,7 +47,7 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *gofuse.SetAttrIn, out *gofuse.
 	if s.Valid != 0 && fs.readOnly() {
 		return gofuse.EROFS
 	}
-	ctx, c := fs.as(cancel, &in.Caller)
+	ctx, c := fs.asMutation(&in.Caller)
 	ino := client.Ino(in.NodeId)
 	var fi *client.FileInfo
 	var err error

@@ -55,7 +55,7 @@ func (fs *FS) SetXAttr(cancel <-chan struct{}, in *gofuse.SetXAttrIn, name strin
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
-	ctx, c := fs.as(cancel, &in.Caller)
+	ctx, c := fs.asMutation(&in.Caller)
 	if err := c.SetXattrIno(ctx, client.Ino(in.NodeId), name, value, in.Flags); err != nil {
 		return fs.fail(opSetxattr, err)
 	}
@@ -68,7 +68,7 @@ func (fs *FS) RemoveXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name strin
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
-	ctx, c := fs.as(cancel, &h.Caller)
+	ctx, c := fs.asMutation(&h.Caller)
 	if err := c.RemoveXattrIno(ctx, client.Ino(h.NodeId), name); err != nil {
 		return fs.fail(opRemovexattr, err)
 	}
