@@ -37,7 +37,7 @@ type fixture struct {
 
 // mountTest starts a metadata server and mounts it in a fresh temporary
 // directory; the mount is unmounted when the test ends, failed or not.
-func mountTest(t *testing.T, opts Options) *fixture {
+func mountTest(t testing.TB, opts Options) *fixture {
 	t.Helper()
 	requireFUSE(t)
 	_, addr := servertest.Start(t, server.Config{})
@@ -59,6 +59,16 @@ func mountTest(t *testing.T, opts Options) *fixture {
 		c.Close()
 	})
 	return &fixture{mnt: mnt, c: c, m: m, addr: addr}
+}
+
+// benchMount is mountTest with default options, changed by edits.
+func benchMount(b *testing.B, edits ...func(*Options)) *fixture {
+	var o Options
+	o.AttrTimeout, o.EntryTimeout = DefaultAttrTimeout, DefaultEntryTimeout
+	for _, e := range edits {
+		e(&o)
+	}
+	return mountTest(b, o)
 }
 
 // unmountBounded unmounts, detaching lazily if that takes more than a

@@ -65,6 +65,7 @@ func metadataCases() []posixCase {
 		{"wrong_types", testWrongTypes},
 		{"readdir_pages", testReaddirPages},
 		{"readdir_seek", testReaddirSeek},
+		{"rm_rf_while_listing", testRmRf},
 		{"ls_find_tree", testLsFind},
 		{"cp_diff_tar_empty", testCopyTreeEmpty},
 		{"access", testAccess},
@@ -79,7 +80,7 @@ func wantErrno(t *testing.T, what string, err error, errno syscall.Errno) {
 	}
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -609,4 +610,20 @@ func testAccess(t *testing.T, f *fixture, dir string) {
 	must(t, syscall.Chmod(p, 0o744))
 	must(t, unix.Access(p, unix.X_OK))
 	wantErrno(t, "missing", unix.Access(filepath.Join(dir, "nx"), unix.F_OK), syscall.ENOENT)
+}
+
+// testRmRf removes a tree with rm -rf, which lists directories while it
+// unlinks their entries: nothing may be skipped.
+func testRmRf(t *testing.T, f *fixture, dir string) {
+	top := filepath.Join(dir, "top")
+	for _, sub := range []string{"a", "b", "a/c"} {
+		must(t, os.MkdirAll(filepath.Join(top, sub), 0o755))
+		for i := range 1100 {
+			must(t, unix.Mknod(filepath.Join(top, sub, itoa(i)), syscall.S_IFREG|0o644, 0))
+		}
+	}
+	run(t, dir, "rm", "-rf", "top")
+	if _, err := f.c.Lstat(t.Context(), f.rel(top)); !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("server still has the tree: %v", err)
+	}
 }

@@ -48,30 +48,27 @@ func (d *dirHandle) load(ctx context.Context, index uint64, cursor string) error
 }
 
 // entry returns the entry at index, fetching pages as needed; nil at the
-// end of the directory.
+// end of the directory. It only moves forward from the page it seeks to,
+// so it ends even when the directory changed under the listing.
 func (d *dirHandle) entry(ctx context.Context, index uint64) (*client.DirEntry, error) {
+	if index < d.base {
+		// A seek back: continue from the last page that starts at or
+		// before index.
+		start, cursor := d.pageBefore(index)
+		if err := d.load(ctx, start, cursor); err != nil {
+			return nil, err
+		}
+	}
 	for {
 		end := d.base + uint64(len(d.page))
-		switch {
-		case index >= d.base && index < end:
+		if index < end {
 			return d.page[index-d.base], nil
-		case index == end:
-			if d.eof {
-				return nil, nil
-			}
-			if err := d.load(ctx, end, d.next); err != nil {
-				return nil, err
-			}
-		default:
-			// A seek: continue from the last page that starts at or
-			// before index.
-			start, cursor := d.pageBefore(index)
-			if err := d.load(ctx, start, cursor); err != nil {
-				return nil, err
-			}
-			if index >= start+uint64(len(d.page)) && d.eof {
-				return nil, nil
-			}
+		}
+		if d.eof {
+			return nil, nil
+		}
+		if err := d.load(ctx, end, d.next); err != nil {
+			return nil, err
 		}
 	}
 }
