@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -173,6 +174,10 @@ func announce(out io.Writer, line string) error {
 // mountBackground starts this command again, detached in its own session,
 // waits for its ready line, prints it and returns, leaving it to serve.
 func mountBackground(cmd *cobra.Command, dir, logFile string) error {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
 	args := []string{"mount"}
 	cmd.Flags().Visit(func(f *pflag.Flag) {
 		if f.Name != "background" {

@@ -58,6 +58,6 @@ func (fs *FS) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name string, o
 func (fs *FS) withOpenSize(a client.Attr) client.Attr { return a }
 
 // truncate changes a file's size.
-func (fs *FS) truncate(ctx context.Context, c *client.Client, ino client.Ino, in *gofuse.SetAttrInCommon, s client.SetAttr) (*client.FileInfo, error) {
+func (fs *FS) truncate(ctx context.Context, c *client.Client, ino client.Ino, s client.SetAttr) (*client.FileInfo, error) {
 	return c.SetAttrIno(ctx, ino, s)
 }

@@ -55,7 +55,7 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *gofuse.SetAttrIn, out *gofuse.
 	case s.Valid == 0:
 		fi, err = c.GetAttr(ctx, ino)
 	case s.Valid&client.SetSize != 0:
-		fi, err = fs.truncate(ctx, c, ino, &in.SetAttrInCommon, s)
+		fi, err = fs.truncate(ctx, c, ino, s)
 	default:
 		fi, err = c.SetAttrIno(ctx, ino, s)
 	}
