@@ -210,6 +210,38 @@ func TestMountBackgroundUmount(t *testing.T) {
 	if _, err := canopy(t, addr, "umount", mnt); err == nil || !strings.Contains(err.Error(), "not mounted") {
 		t.Errorf("umount of a directory that is not mounted: %v", err)
 	}
+
+	// Busy: umount detaches lazily, the mount serves the open directory
+	// until it is closed, then ends.
+	out = mustCanopy(t, addr, "mount", "-d", mnt)
+	m = regexp.MustCompile(`as pid (\d+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no pid in %q", out)
+	}
+	pid, _ = strconv.Atoi(m[1])
+	held, err := os.Open(mnt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := canopy(t, addr, "umount", "--no-lazy", mnt); err == nil || !isMounted(t, mnt) {
+		held.Close()
+		t.Fatalf("umount --no-lazy of a busy mount: %v, mounted %v", err, isMounted(t, mnt))
+	}
+	out = mustCanopy(t, addr, "umount", mnt)
+	if !strings.Contains(out, "busy; detached") || isMounted(t, mnt) {
+		t.Errorf("umount of a busy mount printed %q; mounted %v", out, isMounted(t, mnt))
+	}
+	names, err := held.Readdirnames(-1)
+	if err != nil || len(names) != 1 || names[0] != "f" {
+		t.Errorf("listing the held directory after the detach: %v %v", names, err)
+	}
+	if !alive() {
+		t.Error("the mount ended while a directory on it was open")
+	}
+	held.Close()
+	if !waitFor(10*time.Second, func() bool { return !alive() }) {
+		t.Error("background mount still running 10 s after its last open directory was closed")
+	}
 }
 
 // TestMountReadOnly mounts read-only: reads work, every change is EROFS.
