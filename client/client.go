@@ -18,6 +18,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/canopyfs/canopy/api/metapb"
+	"github.com/canopyfs/canopy/internal/data"
+	"github.com/canopyfs/canopy/internal/object"
 	"github.com/canopyfs/canopy/internal/rpc"
 )
 
@@ -55,13 +57,22 @@ type Options struct {
 	TLS         *tls.Config   // connect with TLS; nil = plain TCP
 	RateLimit   float64       // calls per second this client may send; 0 = no limit
 	RateBurst   int           // calls that may go at once above RateLimit; 0 = a tenth of it
+
+	// File data. By default the client stores file data in the object
+	// store the server names (VOLUME). Storage overrides that URL (for
+	// example to add credentials: s3://KEY:SECRET@bucket/prefix?...), and
+	// Store, if set, is used as is.
+	Storage string
+	Store   object.Store
+	Data    data.Config // block cache, transfer bounds, readahead; zero = defaults
 }
 
 // Client is a connection to Canopy.
 type Client struct {
 	rpc   *rpc.Client
 	cred  rpc.Cred
-	owner bool // this value closes the connection
+	owner bool       // this value closes the connection
+	vol   *volumeRef // file data; shared with the clients As returns
 }
 
 // Dial connects to the Canopy server at addr.
@@ -77,20 +88,22 @@ func Dial(addr string, opts Options) (*Client, error) {
 	if opts.Cred != nil {
 		cred = *opts.Cred
 	}
-	return &Client{rpc: rc, cred: rpc.Cred(cred), owner: true}, nil
+	return &Client{rpc: rc, cred: rpc.Cred(cred), owner: true, vol: &volumeRef{opts: opts}}, nil
 }
 
 // As returns a client that shares c's connection but acts as cred. Close
 // the original client, not the one As returns.
 func (c *Client) As(cred Cred) *Client {
-	return &Client{rpc: c.rpc, cred: rpc.Cred(cred)}
+	return &Client{rpc: c.rpc, cred: rpc.Cred(cred), vol: c.vol}
 }
 
-// Close closes the connection.
+// Close waits for background data work (compactions) and closes the
+// connection. Files still open are not flushed.
 func (c *Client) Close() error {
 	if !c.owner {
 		return nil
 	}
+	c.vol.wait()
 	return c.rpc.Close()
 }
 

@@ -2197,7 +2197,8 @@ func (x *CommitRequest) GetMtimeNs() int64 {
 	return 0
 }
 
-// ReadChunksRequest asks for the layout of count chunks from chunk.
+// ReadChunksRequest asks for the layout of count chunks from chunk (at
+// most 1024), stopping at the end of the file.
 type ReadChunksRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Ino           uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
@@ -2259,7 +2260,8 @@ func (x *ReadChunksRequest) GetCount() uint32 {
 }
 
 // ChunkView is what a reader needs: non-overlapping slices sorted by pos,
-// holes as id 0, ending where the chunk's data (or the file) ends.
+// holes as id 0, covering the chunk from 0 to where the chunk (or the
+// file) ends.
 type ChunkView struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Chunk         uint32                 `protobuf:"varint,1,opt,name=chunk,proto3" json:"chunk,omitempty"`
@@ -2436,7 +2438,10 @@ func (x *OpenRequest) GetFlags() uint32 {
 }
 
 // CompactRequest replaces the first len(old_ids) stored slices of a chunk,
-// which must still be exactly old_ids, by slice (EAGAIN otherwise).
+// which must still be exactly old_ids in any order, by slice (EAGAIN
+// otherwise). slice must be a freshly allocated id; it is cut at the end
+// of the data of the slices it replaces (a truncation since they were read
+// may have shortened them).
 type CompactRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Ino           uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`

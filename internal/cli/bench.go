@@ -28,7 +28,7 @@ concurrency; results close to that ceiling, or whose rounds disagree, carry
 warnings. sweep finds the highest rate the server sustains and holds a
 fraction of it, reporting latency second by second. See docs/bench.md.`,
 	}
-	cmd.AddCommand(newBenchRPCCmd(g), newBenchMetaCmd(g), newBenchSweepCmd(g))
+	cmd.AddCommand(newBenchRPCCmd(g), newBenchMetaCmd(g), newBenchSweepCmd(g), newBenchIOCmd(g))
 	return cmd
 }
 

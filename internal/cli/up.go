@@ -21,26 +21,35 @@ import (
 
 func newUpCmd(g *globals) *cobra.Command {
 	var dir, listen, metricsListen, tlsCert, tlsKey string
+	var st storageFlags
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run a complete single-node Canopy in the foreground",
 		Long: `Run a complete single-node Canopy in the foreground: a metadata server
-keeping its state under --dir. It prints one line with "ready" and the
+keeping its state under --dir, file data in the object store --storage
+names (default: the directory DIR/objects), and the collector that removes
+the objects of deleted data. It prints one line with "ready" and the
 address once it serves, and stops cleanly on SIGINT or SIGTERM.`,
-		Example: "  canopy up --dir /tmp/canopy\n  canopy up --dir /tmp/canopy --listen 127.0.0.1:0",
-		Args:    cobra.NoArgs,
+		Example: "  canopy up --dir /tmp/canopy\n  canopy up --dir /tmp/canopy --listen 127.0.0.1:0\n" +
+			"  canopy up --dir /tmp/canopy --storage 's3://bucket/canopy?endpoint=http://127.0.0.1:9000'",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tlsCfg, err := serverTLS(tlsCert, tlsKey)
 			if err != nil {
 				return err
 			}
-			cfg := server.Config{Dir: filepath.Join(dir, "meta"), Secret: g.secret, TLS: tlsCfg}
-			return serve(cmd, cfg, listen, metricsListen, "ready at")
+			storeURL, err := st.resolve(dir)
+			if err != nil {
+				return err
+			}
+			cfg := server.Config{Dir: filepath.Join(dir, "meta"), Secret: g.secret, TLS: tlsCfg, Storage: publicURL(storeURL)}
+			return serve(cmd, cfg, listen, metricsListen, "ready at", &st, storeURL)
 		},
 	}
 	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "serve Prometheus metrics, pprof and a status page on this address")
 	addServerTLSFlags(cmd, &tlsCert, &tlsKey)
 	cmd.Flags().StringVar(&dir, "dir", "canopy-data", "directory that holds the file system's state")
+	st.bind(cmd, "default: DIR/objects")
 	cmd.Flags().StringVar(&listen, "listen", DefaultAddr, "address to serve on (port 0 picks a free one)")
 	return cmd
 }
@@ -48,6 +57,7 @@ address once it serves, and stops cleanly on SIGINT or SIGTERM.`,
 func newMetaCmd(g *globals) *cobra.Command {
 	var dir, listen, metricsListen, tlsCert, tlsKey string
 	var partition uint16
+	var st storageFlags
 	cmd := &cobra.Command{
 		Use:     "meta",
 		Short:   "Run a metadata server for one partition",
@@ -58,8 +68,12 @@ func newMetaCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cfg := server.Config{Dir: dir, Partition: partition, Secret: g.secret, TLS: tlsCfg}
-			return serve(cmd, cfg, listen, metricsListen, fmt.Sprintf("meta partition %d ready at", partition))
+			storeURL, err := st.resolve("")
+			if err != nil {
+				return err
+			}
+			cfg := server.Config{Dir: dir, Partition: partition, Secret: g.secret, TLS: tlsCfg, Storage: publicURL(storeURL)}
+			return serve(cmd, cfg, listen, metricsListen, fmt.Sprintf("meta partition %d ready at", partition), &st, storeURL)
 		},
 	}
 	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "serve Prometheus metrics, pprof and a status page on this address")
@@ -67,13 +81,15 @@ func newMetaCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&dir, "dir", "", "directory that holds the partition's log and checkpoints")
 	cmd.Flags().StringVar(&listen, "listen", DefaultAddr, "address to serve on (port 0 picks a free one)")
 	cmd.Flags().Uint16Var(&partition, "partition", 0, "partition id this server owns")
+	st.bind(cmd, "default: none, files hold no data")
 	cmd.MarkFlagRequired("dir")
 	return cmd
 }
 
-// serve opens a metadata server, prints the ready line, and runs until a
-// signal (graceful shutdown) or a log failure.
-func serve(cmd *cobra.Command, cfg server.Config, listen, metricsListen, ready string) error {
+// serve opens a metadata server, starts the collector of its object store
+// (storeURL, if any), prints the ready line, and runs until a signal
+// (graceful shutdown) or a log failure.
+func serve(cmd *cobra.Command, cfg server.Config, listen, metricsListen, ready string, st *storageFlags, storeURL string) error {
 	cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 	var reg *prometheus.Registry
 	if metricsListen != "" {
@@ -100,6 +116,12 @@ func serve(cmd *cobra.Command, cfg server.Config, listen, metricsListen, ready s
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
+	stopGC, err := st.startCollector(storeURL, ln.Addr().String(), cfg.Secret, cfg.TLS != nil, cfg.Partition, cfg.Logger)
+	if err != nil {
+		srv.Close()
+		return err
+	}
+	defer stopGC()
 	fmt.Fprintf(cmd.OutOrStdout(), "canopy: %s %s\n", ready, ln.Addr())
 
 	sig := make(chan os.Signal, 1)
@@ -108,6 +130,7 @@ func serve(cmd *cobra.Command, cfg server.Config, listen, metricsListen, ready s
 	select {
 	case s := <-sig:
 		cfg.Logger.Info("shutting down", "signal", s.String())
+		stopGC()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		return srv.Shutdown(ctx)

@@ -8,7 +8,8 @@ import "fmt"
 // directory's link count is 2 plus its subdirectories; every other node's
 // link count is the number of entries naming it; every node is reachable
 // from the root (no orphans, no cycles); no node number is at or beyond the
-// allocator's next. It walks the whole tree: for tests and fsck.
+// allocator's next; and the data path's invariants (see checkData). It
+// walks the whole tree: for tests and fsck.
 func (e *Engine) Check() error {
 	root, ok := e.nodes[e.root]
 	if !ok || !root.isDir() || root.parent != e.root {
@@ -67,12 +68,12 @@ func (e *Engine) Check() error {
 				used += n.attr.Size
 			}
 		}
-		if !seen[ino] {
+		if !seen[ino] && !(n.attr.Nlink == 0 && n.attr.Mode&S_IFMT == S_IFREG) {
 			return fmt.Errorf("node %d unreachable from the root", ino)
 		}
 	}
 	if used != e.used {
 		return fmt.Errorf("used bytes %d, but files hold %d", e.used, used)
 	}
-	return nil
+	return e.checkData()
 }

@@ -9,8 +9,9 @@ import (
 )
 
 // checkpointMagic starts every checkpoint body; the last two bytes are the
-// format version.
-const checkpointMagic = "CNPYNS01"
+// format version. Version 02 added the data section (checkpoint_data.go)
+// after the nodes.
+const checkpointMagic = "CNPYNS02"
 
 // ErrBadCheckpoint reports a checkpoint body that does not decode into a
 // valid namespace.
@@ -30,6 +31,7 @@ func (e *Engine) WriteCheckpoint(w io.Writer) error {
 	for _, n := range e.nodes {
 		enc.node(n)
 	}
+	enc.writeData(e)
 	if enc.err != nil {
 		return fmt.Errorf("write checkpoint: %w", enc.err)
 	}
@@ -66,6 +68,7 @@ func Load(r io.Reader) (*Engine, error) {
 		}
 		e.nodes[n.attr.Ino] = n
 	}
+	dec.readData(e)
 	if dec.err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadCheckpoint, dec.err)
 	}

@@ -149,6 +149,9 @@ func (e *Engine) Link(c Cred, ino Ino, newParent Ino, newName string, now int64)
 	if n.isDir() {
 		return Attr{}, syscall.EPERM
 	}
+	if n.attr.Nlink == 0 {
+		return Attr{}, syscall.ENOENT // an open file whose last link is gone, as Linux's vfs_link
+	}
 	if n.attr.Nlink >= MaxLinks {
 		return Attr{}, syscall.EMLINK
 	}

@@ -18,10 +18,16 @@ type node struct {
 	attr     Attr
 	parent   Ino               // directories only: the directory that holds it (root: itself)
 	children map[string]Ino    // directories only
-	sorted   []string          // directories only: children's names in order; nil when stale
+	sorted   *nameCache        // directories only: children's names in order; nil when stale
 	target   string            // symlinks only
 	xattrs   map[string][]byte // nil when there are none
+	file     *fileData         // regular files with data only: stored slices per chunk
 }
+
+// nameCache is a directory's child names in byte order, built for paged
+// listings. Behind a pointer, like fileData, so that a node stays within
+// 128 bytes.
+type nameCache struct{ names []string }
 
 func (n *node) isDir() bool { return n.attr.Mode&S_IFMT == S_IFDIR }
 
@@ -29,13 +35,14 @@ func (n *node) isDir() bool { return n.attr.Mode&S_IFMT == S_IFDIR }
 // the cache if a mutation dropped it.
 func (n *node) sortedNames() []string {
 	if n.sorted == nil {
-		n.sorted = make([]string, 0, len(n.children))
+		names := make([]string, 0, len(n.children))
 		for name := range n.children {
-			n.sorted = append(n.sorted, name)
+			names = append(names, name)
 		}
-		sort.Strings(n.sorted)
+		sort.Strings(names)
+		n.sorted = &nameCache{names: names}
 	}
-	return n.sorted
+	return n.sorted.names
 }
 
 // Engine is the namespace of one partition. See the package doc for the
@@ -46,12 +53,32 @@ type Engine struct {
 	nodes map[Ino]*node
 	next  uint64 // next local inode number to hand out
 	used  uint64 // bytes in regular files, for Statfs
+
+	// The data path (see chunks.go, slices.go, garbage.go, open.go).
+	nextSlice     uint64                  // next local slice number to hand out
+	pending       []*allocBatch           // allocated slice ids not all used yet, by first id
+	shared        map[uint64]uint32       // slice ids used by more than one chunk: uses beyond the first
+	garbage       map[uint64]garbageEntry // slices no file uses, until purged
+	garbageSorted []uint64                // garbage ids in order; nil when stale
+	orphans       map[Ino]struct{}        // regular files with no links, kept while open
+	opens         map[Ino]uint32          // open counts; not checkpointed, not logged
+	holdOrphans   bool                    // keep every file whose last link goes (recovery)
+}
+
+// initData sets up the data path's state of a new or loaded engine.
+func (e *Engine) initData() {
+	e.nextSlice = 1
+	e.shared = make(map[uint64]uint32)
+	e.garbage = make(map[uint64]garbageEntry)
+	e.orphans = make(map[Ino]struct{})
+	e.opens = make(map[Ino]uint32)
 }
 
 // New returns an engine holding an empty namespace for partition p: a root
 // directory owned by root with mode 0755, created at time now.
 func New(p uint16, now int64) *Engine {
 	e := &Engine{part: p, root: RootIno(p), nodes: make(map[Ino]*node), next: 2}
+	e.initData()
 	root := &node{
 		attr: Attr{
 			Ino: e.root, Mode: S_IFDIR | 0o755, Nlink: 2, Size: dirSize,
@@ -115,7 +142,10 @@ func (d *node) removeEntry(name string, now int64) {
 	d.attr.Mtime, d.attr.Ctime = now, now
 }
 
-// dropLink removes one link to n; a node with no links left is freed.
+// dropLink removes one link to n; a node with no links left is freed,
+// and its slices become garbage at now, unless it is a regular file that
+// is open (or orphans are held): then it stays as an orphan until the
+// last Close.
 func (e *Engine) dropLink(n *node, now int64) {
 	if n.isDir() {
 		n.attr.Nlink = 0
@@ -124,9 +154,10 @@ func (e *Engine) dropLink(n *node, now int64) {
 	}
 	n.attr.Ctime = now
 	if n.attr.Nlink == 0 {
-		if n.attr.Mode&S_IFMT == S_IFREG {
-			e.used -= n.attr.Size
+		if n.attr.Mode&S_IFMT == S_IFREG && (e.holdOrphans || e.opens[n.attr.Ino] > 0) {
+			e.orphans[n.attr.Ino] = struct{}{}
+			return
 		}
-		delete(e.nodes, n.attr.Ino)
+		e.freeNode(n, now)
 	}
 }

@@ -40,6 +40,9 @@ func (e *Engine) SetAttr(c Cred, ino Ino, s SetAttr, now int64) (Attr, error) {
 		a.Mode = a.Mode&S_IFMT | mode
 	}
 	if s.Valid&SetSize != 0 {
+		if s.Size < a.Size {
+			e.truncateData(n, s.Size, now)
+		}
 		e.used += s.Size - a.Size
 		a.Size = s.Size
 		a.Mtime = now
@@ -94,6 +97,9 @@ func checkSetAttr(c Cred, n *node, s SetAttr) error {
 		}
 		if err := access(c, n, mayWrite); err != nil {
 			return err
+		}
+		if s.Size > MaxFileSize {
+			return syscall.EFBIG
 		}
 	}
 	// Setting both times to now needs only write permission (utimes with

@@ -26,6 +26,7 @@ type conn struct {
 	nc     net.Conn // a *tls.Conn with ServerConfig.TLS
 	log    *slog.Logger
 	client ClientID // set by the handshake, before any call is read
+	joined bool     // counted in srv.clients; guarded by srv.mu
 	codec  Codec    // set by the handshake: the connection's codec, 0 = none
 	fr     frameReader
 	out    outbound
@@ -101,6 +102,7 @@ func (c *conn) readLoop() {
 	}
 	c.log = c.log.With("client", c.client.String())
 	c.log.Debug("connection open", "codec", c.codec)
+	c.srv.join(c)
 	c.srv.wg.Add(1)
 	go c.writeLoop()
 

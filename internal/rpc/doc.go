@@ -64,6 +64,10 @@
 // remembers (client id, call id) pairs can recognise a retry of a call it
 // already executed.
 //
+// A Server counts each client's connections by the client id of their
+// hello; ServerConfig.OnClientGone tells the service when a client's last
+// connection closed, so it can release what it held for that client.
+//
 // # Concurrency
 //
 // A connection carries many calls at once; replies come back in whatever

@@ -65,6 +65,15 @@ type ServerConfig struct {
 	// tell them apart, wrap it with prometheus.WrapRegistererWith.
 	Metrics prometheus.Registerer
 
+	// OnClientGone, if set, is called with a client's id when the last of
+	// its connections that completed the handshake closes: a service can
+	// then release what it holds for that client. It runs on the closing
+	// connection's reader goroutine, after the last call that connection
+	// read was handed on (to the Handler, or to a queue with Queues), and
+	// before Close or Shutdown return. A client that reconnects later with
+	// the same id is a new arrival.
+	OnClientGone func(ClientID)
+
 	// MethodName names methods in the method label of the metrics; methods
 	// it returns "" for, or all without it, are labelled with their number.
 	// It is called once per method.
@@ -112,6 +121,7 @@ type Server struct {
 	done      chan struct{}
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
+	clients   map[ClientID]int // connections past the handshake, per client
 
 	// wg counts every connection goroutine, readers and writers.
 	wg sync.WaitGroup
@@ -130,6 +140,7 @@ func NewServer(h Handler, cfg ServerConfig) *Server {
 		done:      make(chan struct{}),
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*conn]struct{}),
+		clients:   make(map[ClientID]int),
 	}
 	if cfg.Queues != nil {
 		s.queues = newDispatcher(h, *cfg.Queues, s.metrics)
@@ -207,13 +218,33 @@ func (s *Server) start(nc net.Conn) {
 	go c.readLoop()
 }
 
-// forget removes a connection whose reader goroutine is exiting.
+// join counts a connection whose handshake named its client.
+func (s *Server) join(c *conn) {
+	s.mu.Lock()
+	s.clients[c.client]++
+	c.joined = true
+	s.mu.Unlock()
+}
+
+// forget removes a connection whose reader goroutine is exiting, and
+// reports its client gone if it was the client's last connection.
 func (s *Server) forget(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	gone := false
+	if c.joined {
+		c.joined = false
+		if s.clients[c.client]--; s.clients[c.client] <= 0 {
+			delete(s.clients, c.client)
+			gone = true
+		}
+	}
 	s.mu.Unlock()
 	if m := s.metrics; m != nil {
 		m.connections.Dec()
+	}
+	if gone && s.cfg.OnClientGone != nil {
+		s.cfg.OnClientGone(c.client)
 	}
 }
 

@@ -34,8 +34,34 @@ func newRequest(m pb.Method) proto.Message {
 		return &pb.ReaddirRequest{}
 	case pb.Method_GETXATTR, pb.Method_SETXATTR, pb.Method_REMOVEXATTR:
 		return &pb.XattrRequest{}
+	case pb.Method_VOLUME, pb.Method_CLOSE:
+		return &pb.NodeRequest{}
+	case pb.Method_ALLOC_SLICES:
+		return &pb.AllocSlicesRequest{}
+	case pb.Method_COMMIT:
+		return &pb.CommitRequest{}
+	case pb.Method_READ_CHUNKS:
+		return &pb.ReadChunksRequest{}
+	case pb.Method_OPEN:
+		return &pb.OpenRequest{}
+	case pb.Method_COMPACT:
+		return &pb.CompactRequest{}
+	case pb.Method_LIST_GARBAGE, pb.Method_LIST_SLICES:
+		return &pb.ListSlicesRequest{}
+	case pb.Method_PURGE:
+		return &pb.PurgeRequest{}
 	}
 	return nil
+}
+
+// newReply returns an empty reply message of a mutation, to decode a
+// retry-cache entry into.
+func newReply(m pb.Method) proto.Message {
+	switch m {
+	case pb.Method_ALLOC_SLICES:
+		return &pb.AllocSlicesReply{}
+	}
+	return &pb.AttrReply{}
 }
 
 // isMutation reports whether method changes the namespace, and so is
@@ -43,7 +69,8 @@ func newRequest(m pb.Method) proto.Message {
 func isMutation(m pb.Method) bool {
 	switch m {
 	case pb.Method_SETATTR, pb.Method_MKDIR, pb.Method_MKNOD, pb.Method_UNLINK, pb.Method_RMDIR,
-		pb.Method_RENAME, pb.Method_LINK, pb.Method_SYMLINK, pb.Method_SETXATTR, pb.Method_REMOVEXATTR:
+		pb.Method_RENAME, pb.Method_LINK, pb.Method_SYMLINK, pb.Method_SETXATTR, pb.Method_REMOVEXATTR,
+		pb.Method_ALLOC_SLICES, pb.Method_COMMIT, pb.Method_COMPACT, pb.Method_PURGE:
 		return true
 	}
 	return false
@@ -199,7 +226,7 @@ func dispatch(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Message, n
 		names, err := e.ListXattr(c, ino)
 		return &pb.XattrListReply{Names: names}, err
 	}
-	return nil, syscall.ENOSYS
+	return dispatchData(e, c, m, req, now)
 }
 
 // node resolves a request's node: by path if one is given, else by inode.

@@ -12,7 +12,8 @@ import (
 // FuzzApply feeds arbitrary method numbers, payloads and identities
 // through the server's decode and apply path, as a call from the network
 // would arrive: nothing may panic, and the namespace's invariants hold
-// after every call.
+// after every call. The data path's calls find slice ids allocated, a
+// file holding one slice, and an open file whose last link is gone.
 func FuzzApply(f *testing.F) {
 	seed := func(m pb.Method, msg proto.Message) {
 		data, _ := proto.Marshal(msg)
@@ -27,6 +28,22 @@ func FuzzApply(f *testing.F) {
 	seed(pb.Method_SETATTR, &pb.SetattrRequest{Path: "/a/f", Valid: 0xff, Size: 1 << 62})
 	seed(pb.Method_SETXATTR, &pb.XattrRequest{Path: "/a", Name: "user.x", Value: []byte("v")})
 	seed(pb.Method_SUMMARY, &pb.NodeRequest{Path: "/"})
+	seed(pb.Method_ALLOC_SLICES, &pb.AllocSlicesRequest{Ino: 1, Count: 1 << 31})
+	seed(pb.Method_COMMIT, &pb.CommitRequest{Ino: 3, Size: 1 << 40, Writes: []*pb.SliceWrite{
+		{Chunk: 0, Slice: &pb.Slice{Id: 2, Size: 100, Off: 50, Len: 50, Pos: 1<<26 - 50}},
+		{Chunk: 1, Slice: &pb.Slice{Id: 2, Size: 100, Off: 0, Len: 50}},
+		{Chunk: 1<<32 - 1, Slice: &pb.Slice{Id: 3, Size: 1, Len: 1}},
+	}})
+	seed(pb.Method_READ_CHUNKS, &pb.ReadChunksRequest{Ino: 3, Chunk: 1<<32 - 2, Count: 1 << 31})
+	seed(pb.Method_COMPACT, &pb.CompactRequest{Ino: 3, OldIds: []uint64{1}, Slice: &pb.Slice{Id: 4, Size: 1 << 20, Len: 1 << 20}})
+	seed(pb.Method_OPEN, &pb.OpenRequest{Path: "/a/f", Flags: 0o1002})
+	seed(pb.Method_CLOSE, &pb.NodeRequest{Ino: 3})
+	seed(pb.Method_LIST_GARBAGE, &pb.ListSlicesRequest{Ino: 1, Limit: 1 << 31, FreedBeforeNs: -1})
+	seed(pb.Method_LIST_SLICES, &pb.ListSlicesRequest{Ino: 1, After: 1 << 63})
+	seed(pb.Method_PURGE, &pb.PurgeRequest{Ino: 1, Ids: []uint64{0, 1, 1 << 63}})
+	seed(pb.Method_SETATTR, &pb.SetattrRequest{Ino: 3, Valid: 8, Size: 10})
+	seed(pb.Method_LINK, &pb.LinkRequest{Ino: 4, NewParent: 1, NewName: "back"})
+	seed(pb.Method_CLOSE, &pb.NodeRequest{Ino: 4})
 	f.Add(uint16(9999), []byte{0xff, 0x01}, uint32(1000))
 
 	f.Fuzz(func(t *testing.T, method uint16, payload []byte, uid uint32) {
@@ -36,7 +53,29 @@ func FuzzApply(f *testing.F) {
 			t.Fatal(err)
 		}
 		a, _ := e.Lookup(root, e.Root(), "a")
-		if _, err := e.Mknod(root, a.Ino, "f", 0o100644, 0, 3); err != nil {
+		f, err := e.Mknod(root, a.Ino, "f", 0o100644, 0, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Slice ids 1-8 are allocated; /a/f (inode 3) holds slice 1.
+		if _, _, err := e.AllocSlices(e.Root(), 8); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Commit(root, f.Ino, []engine.SliceWrite{{Slice: engine.Slice{ID: 1, Size: 100, Len: 100}}}, 0, 0, 4); err != nil {
+			t.Fatal(err)
+		}
+		// /a/g (inode 4) holds slice 8, is open and unlinked: an orphan.
+		g, err := e.Mknod(root, a.Ino, "g", 0o100644, 0, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Commit(root, g.Ino, []engine.SliceWrite{{Slice: engine.Slice{ID: 8, Size: 10, Len: 10}}}, 0, 0, 6); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Open(root, g.Ino, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Unlink(root, a.Ino, "g", 7); err != nil {
 			t.Fatal(err)
 		}
 		m := pb.Method(method)

@@ -20,6 +20,10 @@ type op struct {
 	cred   engine.Cred
 	status uint32        // set by the apply loop
 	reply  proto.Message // set by the apply loop; nil for an empty reply
+
+	// gone marks the release of a departed client's opens (no call).
+	gone   bool
+	client rpc.ClientID
 }
 
 // batch is what the apply loop hands the committer: operations applied in
@@ -37,6 +41,11 @@ func (s *Server) serveCall(c *rpc.Call) {
 	m := pb.Method(c.Method)
 	if m == pb.Method_NULL {
 		c.Reply(0, c.Payload)
+		return
+	}
+	if m == pb.Method_VOLUME {
+		data, _ := proto.Marshal(s.volumeReply())
+		c.Reply(0, data)
 		return
 	}
 	req := newRequest(m)
@@ -85,7 +94,7 @@ func (s *Server) applyLoop() {
 		}
 		s.metrics.batchOps.Observe(float64(len(b.ops)))
 		s.metrics.applySeconds.Observe(since(start))
-		s.stats.inodes.Store(int64(s.eng.Len()))
+		s.storeGauges()
 		if s.sinceCkpt >= s.cfg.CheckpointEvery && s.ckptBusy.CompareAndSwap(false, true) {
 			start := time.Now()
 			b.ckpt = s.takeCheckpoint()
@@ -160,11 +169,19 @@ func (s *Server) clock() int64 {
 // retry cache, and records a successful mutation in the batch's log
 // records.
 func (s *Server) applyOp(b *batch, o *op, now int64) {
+	if o.gone {
+		s.releaseClient(o.client, now)
+		return
+	}
 	select {
 	case <-s.failed:
 		o.status = uint32(syscall.EIO)
 		return
 	default:
+	}
+	if o.method == pb.Method_OPEN || o.method == pb.Method_CLOSE {
+		s.applySession(o, now)
+		return
 	}
 	if !isMutation(o.method) {
 		o.status, o.reply = apply(s.eng, o.cred, o.method, o.req, now)
@@ -191,7 +208,7 @@ func (s *Server) applyOp(b *batch, o *op, now int64) {
 		return
 	}
 	b.recs = append(b.recs, data)
-	s.cache.put(key, outcome{status: o.status, reply: o.reply})
+	s.cache.put(key, outcome{method: o.method, status: o.status, reply: o.reply})
 	s.nextLSN++
 	s.sinceCkpt++
 }
@@ -212,6 +229,9 @@ func (s *Server) commitLoop() {
 			s.stats.batches.Add(1)
 			err := s.commit(b)
 			for _, o := range b.ops {
+				if o.call == nil {
+					continue // nobody waits for a reply
+				}
 				if err != nil {
 					o.status, o.reply = uint32(syscall.EIO), nil
 				}

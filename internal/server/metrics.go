@@ -76,6 +76,18 @@ func newMetrics(s *Server, reg prometheus.Registerer) *metrics {
 		Name: "canopy_meta_inodes",
 		Help: "Nodes in the partition's namespace (files, directories, symlinks, the root).",
 	}, func() float64 { return float64(s.stats.inodes.Load()) }))
+	gauges := []struct {
+		name, help string
+		value      func() int64
+	}{
+		{"canopy_meta_garbage_slices", "Slices no file uses whose objects the collector has not purged yet.", s.stats.garbage.Load},
+		{"canopy_meta_open_files", "Files open by clients (opens counted once per file).", s.stats.openFiles.Load},
+		{"canopy_meta_orphans", "Files kept open after their last link went.", s.stats.orphans.Load},
+	}
+	for _, g := range gauges {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: g.name, Help: g.help},
+			func() float64 { return float64(g.value()) }))
+	}
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "canopy_meta_log_lsn",
 		Help: "Sequence number of the last record written to the transaction log.",

@@ -56,10 +56,16 @@ func (s *Server) recover() error {
 	if s.wal.LastLSN() < lsn {
 		return fmt.Errorf("log in %s ends at %d, before checkpoint %d", dir, s.wal.LastLSN(), lsn)
 	}
+	// Open counts are not logged, so a record may name a file that was
+	// kept open when its last link went: keep such files through the
+	// replay, then free them, since nobody has a file open after a restart.
+	s.eng.HoldOrphans()
 	if err := s.wal.Replay(lsn, s.replayRecord); err != nil {
 		s.wal.Close()
 		return fmt.Errorf("replay log in %s: %w", dir, err)
 	}
+	s.lastNow = max(s.lastNow, s.cfg.Clock())
+	s.eng.ReleaseOrphans(s.lastNow)
 	s.nextLSN = s.wal.LastLSN() + 1
 	s.ckptLSN = lsn
 	return nil
@@ -91,7 +97,7 @@ func (s *Server) replayRecord(lsn uint64, data []byte) error {
 	var key callKey
 	if copy(key.client[:], rec.ClientId) == len(key.client) {
 		key.call = rec.CallId
-		s.cache.put(key, outcome{status: status, reply: reply})
+		s.cache.put(key, outcome{method: m, status: status, reply: reply})
 	}
 	return nil
 }
@@ -132,6 +138,7 @@ func (s *Server) encodeState(buf *bytes.Buffer) error {
 		buf.Write(k.client[:])
 		buf.Write(binary.AppendUvarint(nil, k.call))
 		buf.Write(binary.AppendUvarint(nil, uint64(o.status)))
+		buf.Write(binary.AppendUvarint(nil, uint64(o.method)))
 		buf.Write(binary.AppendUvarint(nil, uint64(len(reply))))
 		buf.Write(reply)
 	})
@@ -157,23 +164,23 @@ func (s *Server) decodeState(r io.Reader) error {
 		if _, err := io.ReadFull(br, k.client[:]); err != nil {
 			return fmt.Errorf("retry cache: %w", err)
 		}
-		var vals [3]uint64 // call id, status, reply length
+		var vals [4]uint64 // call id, status, method, reply length
 		for i := range vals {
 			if vals[i], err = binary.ReadUvarint(br); err != nil {
 				return fmt.Errorf("retry cache: %w", err)
 			}
 		}
 		k.call = vals[0]
-		o := outcome{status: uint32(vals[1])}
-		if vals[2] > maxCachedReply {
+		o := outcome{status: uint32(vals[1]), method: pb.Method(vals[2])}
+		if vals[3] > maxCachedReply {
 			return errors.New("retry cache: oversize reply")
 		}
-		if vals[2] > 0 {
-			data := make([]byte, vals[2])
+		if vals[3] > 0 {
+			data := make([]byte, vals[3])
 			if _, err := io.ReadFull(br, data); err != nil {
 				return fmt.Errorf("retry cache: %w", err)
 			}
-			reply := &pb.AttrReply{}
+			reply := newReply(o.method)
 			if err := proto.Unmarshal(data, reply); err != nil {
 				return fmt.Errorf("retry cache: %w", err)
 			}

@@ -3,6 +3,8 @@ package server
 import (
 	"google.golang.org/protobuf/proto"
 
+	pb "github.com/canopyfs/canopy/api/metapb"
+
 	"github.com/canopyfs/canopy/internal/rpc"
 )
 
@@ -14,6 +16,7 @@ type callKey struct {
 
 // outcome is what a mutation returned, kept to answer its retries.
 type outcome struct {
+	method pb.Method // what decodes reply in a checkpoint
 	status uint32
 	reply  proto.Message // nil for an empty reply; never modified once stored
 }

@@ -37,6 +37,7 @@ type Config struct {
 	Clock           func() int64          // nanoseconds since the epoch; default time.Now
 	Metrics         prometheus.Registerer // where to register the server's metrics; nil = nowhere
 	TLS             *tls.Config           // serve TLS; nil = plain TCP
+	Storage         string                // object store URL that VOLUME tells clients (object.Open), without secrets
 }
 
 func (c *Config) setDefaults() {
@@ -80,7 +81,8 @@ type Server struct {
 	// Owned by the apply loop (and by Open before the loop starts).
 	eng       *engine.Engine
 	cache     *retryCache
-	nextLSN   uint64 // the LSN the next log record will get
+	sessions  sessions // files open per client
+	nextLSN   uint64   // the LSN the next log record will get
 	lastNow   int64
 	sinceCkpt int
 	ckptLSN   uint64 // the checkpoint recovery started from; read by the checkpointer at start
@@ -111,16 +113,17 @@ type Server struct {
 func Open(cfg Config) (*Server, error) {
 	cfg.setDefaults()
 	s := &Server{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		cache:   newRetryCache(cfg.RetryCacheSize),
-		reads:   make(chan *op, cfg.QueueSize),
-		writes:  make(chan *op, cfg.QueueSize),
-		commits: make(chan *batch, 1),
-		ckpts:   make(chan *checkpointJob, 1),
-		truncs:  make(chan uint64, 1),
-		stopped: make(chan struct{}),
-		failed:  make(chan struct{}),
+		cfg:      cfg,
+		log:      cfg.Logger,
+		cache:    newRetryCache(cfg.RetryCacheSize),
+		sessions: make(sessions),
+		reads:    make(chan *op, cfg.QueueSize),
+		writes:   make(chan *op, cfg.QueueSize),
+		commits:  make(chan *batch, 1),
+		ckpts:    make(chan *checkpointJob, 1),
+		truncs:   make(chan uint64, 1),
+		stopped:  make(chan struct{}),
+		failed:   make(chan struct{}),
 	}
 	start := time.Now()
 	if err := s.recover(); err != nil {
@@ -129,11 +132,12 @@ func Open(cfg Config) (*Server, error) {
 	s.log.Info("recovered", "dir", cfg.Dir, "nodes", s.eng.Len(), "lsn", s.nextLSN-1,
 		"took", time.Since(start).Round(time.Millisecond))
 	s.metrics = newMetrics(s, cfg.Metrics)
-	s.stats.inodes.Store(int64(s.eng.Len()))
+	s.storeGauges()
 	s.stats.lsn.Store(s.nextLSN - 1)
 	s.rpc = rpc.NewServer(rpc.HandlerFunc(s.serveCall), rpc.ServerConfig{
 		Secret: cfg.Secret, TLS: cfg.TLS, Logger: cfg.Logger, Metrics: cfg.Metrics,
-		MethodName: func(m uint16) string { return strings.ToLower(pb.Method(m).String()) },
+		MethodName:   func(m uint16) string { return strings.ToLower(pb.Method(m).String()) },
+		OnClientGone: s.clientGone,
 	})
 	s.loops.Add(3)
 	go s.applyLoop()
@@ -207,6 +211,9 @@ type stats struct {
 	syncs     atomic.Uint64 // log fsyncs (one per batch with mutations)
 	retryHits atomic.Uint64 // retried mutations answered from the retry cache
 	inodes    atomic.Int64  // nodes in the namespace, as of the last batch
+	garbage   atomic.Int64  // slices in the garbage list, as of the last batch
+	openFiles atomic.Int64  // files open, as of the last batch
+	orphans   atomic.Int64  // open files with no links left, as of the last batch
 	lsn       atomic.Uint64 // last log record written
 	records   atomic.Uint64 // log records written
 	batches   atomic.Uint64 // batches applied
@@ -241,4 +248,13 @@ func (s *Server) Status() Status {
 		Partition: s.cfg.Partition, Dir: s.cfg.Dir, Inodes: s.stats.inodes.Load(),
 		LSN: s.stats.lsn.Load(), Stats: s.Stats(),
 	}
+}
+
+// storeGauges publishes the engine's sizes for metrics; it runs on the
+// apply loop (or before it starts).
+func (s *Server) storeGauges() {
+	s.stats.inodes.Store(int64(s.eng.Len()))
+	s.stats.garbage.Store(int64(s.eng.GarbageLen()))
+	s.stats.openFiles.Store(int64(s.eng.OpenFiles()))
+	s.stats.orphans.Store(int64(s.eng.Orphans()))
 }

@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/canopyfs/canopy/client"
+	"github.com/canopyfs/canopy/internal/data"
+)
+
+func newFsckCmd(g *globals) *cobra.Command {
+	var f dataFlags
+	var repair, asJSON bool
+	var grace time.Duration
+	var partition uint16
+	cmd := &cobra.Command{
+		Use:   "fsck",
+		Short: "Check that the object store and the metadata agree",
+		Long: `Check one partition's file data: objects in the store that no slice names
+(orphans: left by a writer that died before it committed, or by a crash
+during deletion) and slices whose objects are missing (data lost). With
+--repair, orphans older than --grace are deleted and missing objects are
+replaced by zeros, so the files that use them read zeros there instead of
+failing. Exits with status 1 if anything was found.`,
+		Example: "  canopy fsck\n  canopy fsck --repair --grace 1h",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.runData(&f, func(ctx context.Context, c *client.Client) error {
+				vol, err := c.DataVolume(ctx)
+				if err != nil {
+					return err
+				}
+				rep, err := data.Fsck(ctx, vol.Store, c.DataAdmin(partition),
+					data.FsckOptions{BlockSize: vol.BlockSize, Repair: repair, Grace: grace})
+				if err != nil {
+					return err
+				}
+				out := cmd.OutOrStdout()
+				if asJSON {
+					b, err := json.Marshal(rep)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(out, "%s\n", b)
+				} else {
+					fmt.Fprintf(out, "store:           %s\n", vol.Store)
+					fmt.Fprintf(out, "objects:         %d\n", rep.Objects)
+					fmt.Fprintf(out, "slices in use:   %d\n", rep.Slices)
+					fmt.Fprintf(out, "garbage slices:  %d\n", rep.Garbage)
+					fmt.Fprintf(out, "orphan objects:  %d\n", len(rep.Orphans))
+					for _, k := range rep.Orphans {
+						fmt.Fprintf(out, "  orphan   %s\n", k)
+					}
+					fmt.Fprintf(out, "missing objects: %d\n", len(rep.MissingObjects))
+					for _, k := range rep.MissingObjects {
+						fmt.Fprintf(out, "  missing  %s\n", k)
+					}
+					if repair {
+						fmt.Fprintf(out, "deleted %d orphans, replaced %d missing objects by zeros\n", rep.Deleted, rep.Zeroed)
+					}
+					if rep.Clean() {
+						fmt.Fprintln(out, "clean")
+					}
+				}
+				if !rep.Clean() {
+					return fmt.Errorf("fsck: %d orphan objects, %d missing objects", len(rep.Orphans), len(rep.MissingObjects))
+				}
+				return nil
+			})
+		},
+	}
+	f.bind(cmd, false)
+	cmd.Flags().BoolVar(&repair, "repair", false, "delete old orphans and replace missing objects by zeros")
+	cmd.Flags().DurationVar(&grace, "grace", time.Hour, "repair: leave orphans younger than this (a writer may still commit them)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as one JSON object")
+	cmd.Flags().Uint16Var(&partition, "partition", 0, "partition to check")
+	return cmd
+}

@@ -1,0 +1,211 @@
+package data
+
+import (
+	"container/list"
+	"context"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/canopyfs/canopy/internal/object"
+)
+
+// blockRef names one object: block index of slice id, size bytes long.
+type blockRef struct {
+	id    uint64
+	index int
+	size  int
+}
+
+// cached is one block in the cache. data is valid once ready is closed and
+// err is nil; it goes back to the pool when the block has been evicted and
+// no reader holds it.
+type cached struct {
+	ref   blockRef
+	ready chan struct{}
+	data  []byte
+	err   error
+	refs  int           // readers holding data; guarded by blockCache.mu
+	elem  *list.Element // place in the LRU list; nil once evicted
+}
+
+// blockCache keeps recently read blocks in memory, up to a number of
+// bytes, evicting the least recently used. Concurrent requests for one
+// block share one download. Safe for concurrent use; mu guards the map,
+// the list, the byte count and every entry's refs and elem.
+type blockCache struct {
+	store object.Store
+	pool  *bufPool
+	limit int64
+	slots chan struct{} // a token per download in flight
+
+	mu    sync.Mutex
+	m     map[blockRef]*cached
+	lru   *list.List // front: most recent
+	bytes int64
+}
+
+func newBlockCache(store object.Store, pool *bufPool, limit int64, downloads int) *blockCache {
+	return &blockCache{
+		store: store, pool: pool, limit: limit, slots: make(chan struct{}, downloads),
+		m: map[blockRef]*cached{}, lru: list.New(),
+	}
+}
+
+// get returns the block's bytes, downloading them if needed, and a release
+// function the caller must call when done with them.
+func (c *blockCache) get(ctx context.Context, ref blockRef) ([]byte, func(), error) {
+	e := c.acquire(ref, true)
+	select {
+	case <-e.ready:
+	case <-ctx.Done():
+		c.release(e)
+		return nil, nil, ctx.Err()
+	}
+	if e.err != nil {
+		c.release(e)
+		return nil, nil, e.err
+	}
+	return e.data, func() { c.release(e) }, nil
+}
+
+// prefetch starts downloading the block unless it is cached or coming.
+func (c *blockCache) prefetch(ref blockRef) {
+	c.mu.Lock()
+	_, ok := c.m[ref]
+	c.mu.Unlock()
+	if ok {
+		return
+	}
+	// Do not queue prefetches behind a full set of downloads.
+	select {
+	case c.slots <- struct{}{}:
+		<-c.slots
+	default:
+		return
+	}
+	c.release(c.acquire(ref, true))
+}
+
+// acquire returns the entry of ref with a reference held, starting its
+// download if it is new.
+func (c *blockCache) acquire(ref blockRef, fetch bool) *cached {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.m[ref]; ok {
+		e.refs++
+		if e.elem != nil {
+			c.lru.MoveToFront(e.elem)
+		}
+		return e
+	}
+	e := &cached{ref: ref, ready: make(chan struct{}), refs: 1}
+	e.elem = c.lru.PushFront(e)
+	c.m[ref] = e
+	c.bytes += int64(ref.size)
+	c.evictLocked()
+	go c.fetch(e)
+	return e
+}
+
+// fetch downloads e's block; it runs on its own goroutine.
+func (c *blockCache) fetch(e *cached) {
+	c.slots <- struct{}{}
+	defer func() { <-c.slots }()
+	buf := c.pool.get(e.ref.size)
+	err := readObject(context.Background(), c.store, blockKey(e.ref.id, e.ref.index, e.ref.size), buf)
+	c.mu.Lock()
+	if err != nil {
+		c.pool.put(buf)
+		e.err = err
+		// A failed block is not kept: the next reader tries again.
+		if e.elem != nil {
+			c.lru.Remove(e.elem)
+			e.elem = nil
+			c.bytes -= int64(e.ref.size)
+			delete(c.m, e.ref)
+		}
+	} else {
+		e.data = buf
+	}
+	c.mu.Unlock()
+	close(e.ready)
+}
+
+// release drops a reference taken by acquire.
+func (c *blockCache) release(e *cached) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e.refs--
+	c.freeLocked(e)
+}
+
+// freeLocked returns an evicted, unreferenced, downloaded block's buffer
+// to the pool.
+func (c *blockCache) freeLocked(e *cached) {
+	if e.elem == nil && e.refs == 0 && e.data != nil {
+		c.pool.put(e.data)
+		e.data = nil
+	}
+}
+
+// evictLocked drops least recently used blocks until the cache fits its
+// limit; blocks still downloading are kept.
+func (c *blockCache) evictLocked() {
+	for el := c.lru.Back(); el != nil && c.bytes > c.limit; {
+		prev := el.Prev()
+		e := el.Value.(*cached)
+		select {
+		case <-e.ready:
+			c.lru.Remove(el)
+			e.elem = nil
+			c.bytes -= int64(e.ref.size)
+			delete(c.m, e.ref)
+			c.freeLocked(e)
+		default:
+		}
+		el = prev
+	}
+}
+
+// drop forgets every block of slice id (its objects are being deleted).
+func (c *blockCache) drop(id uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for ref, e := range c.m {
+		if ref.id != id || e.elem == nil {
+			continue
+		}
+		select {
+		case <-e.ready:
+			c.lru.Remove(e.elem)
+			e.elem = nil
+			c.bytes -= int64(ref.size)
+			delete(c.m, ref)
+			c.freeLocked(e)
+		default:
+		}
+	}
+}
+
+// readObject reads the whole object key into buf, which must be exactly
+// its length.
+func readObject(ctx context.Context, store object.Store, key string, buf []byte) error {
+	r, err := store.Get(ctx, key, 0, int64(len(buf))+1)
+	if err != nil {
+		return fmt.Errorf("read block: %w", err)
+	}
+	defer r.Close()
+	n, err := io.ReadFull(r, buf)
+	if err == io.ErrUnexpectedEOF || err == io.EOF {
+		return fmt.Errorf("read block %s: %d of %d bytes: %w", key, n, len(buf), ErrCorrupt)
+	}
+	if err != nil {
+		return fmt.Errorf("read block %s: %w", key, err)
+	}
+	var one [1]byte
+	if m, _ := r.Read(one[:]); m > 0 {
+		return fmt.Errorf("read block %s: longer than %d bytes: %w", key, len(buf), ErrCorrupt)
+	}
+	return nil
+}

@@ -1,0 +1,251 @@
+package data
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+
+	pb "github.com/canopyfs/canopy/api/metapb"
+)
+
+// Writer buffers the writes of one open file into slices, uploads each
+// slice's blocks as they fill (at most Config.Uploads at a time per
+// Volume), and commits the finished slices on Flush. The open file's
+// goroutine owns it: calls must not overlap. Upload goroutines touch only
+// their own slice's error, under that slice's lock.
+type Writer struct {
+	v    *Volume
+	meta Meta
+	ino  uint64
+	size uint64 // the file's length as far as this writer knows
+
+	slices []*sliceBuf          // in the order they were started, not yet committed
+	open   map[uint32]*sliceBuf // per chunk, the slice that may still grow
+	done   int                  // finished slices in slices
+
+	// committed counts slices committed per chunk since the chunk was last
+	// handed to compaction.
+	committed map[uint32]int
+}
+
+// maxOpenSlices is the most slices a writer keeps open to appends, one per
+// chunk.
+const maxOpenSlices = 8
+
+// sliceBuf is one slice being written: bytes at chunk offset pos, stored
+// as slice id. cur holds the bytes of the block not yet uploaded.
+type sliceBuf struct {
+	chunk  uint32
+	pos    int
+	id     uint64
+	length int
+	cur    []byte // pooled; nil when empty
+	open   bool
+
+	wg  sync.WaitGroup // uploads in flight
+	mu  sync.Mutex
+	err error // first upload failure; guarded by mu
+}
+
+// NewWriter returns a writer for file ino, whose length is size, that
+// commits through meta.
+func (v *Volume) NewWriter(meta Meta, ino uint64, size uint64) *Writer {
+	return &Writer{v: v, meta: meta, ino: ino, size: size, open: map[uint32]*sliceBuf{}, committed: map[uint32]int{}}
+}
+
+// Size is the file's length including buffered writes.
+func (w *Writer) Size() uint64 { return w.size }
+
+// SetSize records a length the file was given outside the writer
+// (a truncate, after Flush).
+func (w *Writer) SetSize(n uint64) { w.size = n }
+
+// Dirty reports whether there are writes not yet committed.
+func (w *Writer) Dirty() bool { return len(w.slices) > 0 }
+
+// WriteAt buffers p at file offset off.
+func (w *Writer) WriteAt(ctx context.Context, p []byte, off int64) error {
+	if off < 0 {
+		return errors.New("negative offset")
+	}
+	cs := int64(w.v.ChunkSize)
+	if off > cs<<32-int64(len(p)) {
+		return syscall.EFBIG // chunk indexes are 32 bits
+	}
+	for len(p) > 0 {
+		chunk, pos := uint32(off/cs), int(off%cs)
+		n := min(len(p), int(cs)-pos)
+		if err := w.writeChunk(ctx, chunk, pos, p[:n]); err != nil {
+			return err
+		}
+		p, off = p[n:], off+int64(n)
+		w.size = max(w.size, uint64(off))
+	}
+	if w.done >= w.v.cfg.CommitAfter {
+		return w.Flush(ctx)
+	}
+	return nil
+}
+
+// writeChunk appends p at pos of chunk to the chunk's open slice if it
+// ends at pos, or else starts a new slice.
+func (w *Writer) writeChunk(ctx context.Context, chunk uint32, pos int, p []byte) error {
+	s := w.open[chunk]
+	if s == nil || s.pos+s.length != pos {
+		if s != nil {
+			if err := w.finish(ctx, s); err != nil {
+				return err
+			}
+		}
+		// Each open slice holds a block buffer: bound them, so that
+		// writes scattered over many chunks do not hold a block each.
+		if len(w.open) >= maxOpenSlices {
+			for _, old := range w.open {
+				if err := w.finish(ctx, old); err != nil {
+					return err
+				}
+				break
+			}
+		}
+		id, err := w.v.ids.alloc(ctx, w.meta, w.ino)
+		if err != nil {
+			return err
+		}
+		s = &sliceBuf{chunk: chunk, pos: pos, id: id, open: true}
+		w.open[chunk] = s
+		w.slices = append(w.slices, s)
+	}
+	bs := w.v.BlockSize
+	for len(p) > 0 {
+		if s.cur == nil {
+			s.cur = w.v.pool.get(bs)[:0]
+		}
+		n := min(len(p), bs-len(s.cur))
+		s.cur = append(s.cur, p[:n]...)
+		s.length += n
+		p = p[n:]
+		if len(s.cur) == bs {
+			if err := w.upload(ctx, s); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// upload sends the slice's current block, waiting for a free upload slot.
+func (w *Writer) upload(ctx context.Context, s *sliceBuf) error {
+	buf := s.cur
+	s.cur = nil
+	if len(buf) == 0 {
+		w.v.pool.put(buf)
+		return nil
+	}
+	index := (s.length - len(buf)) / w.v.BlockSize
+	key := blockKey(s.id, index, len(buf))
+	select {
+	case w.v.uploads <- struct{}{}:
+	case <-ctx.Done():
+		w.v.pool.put(buf)
+		return ctx.Err()
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		err := w.v.Store.Put(context.WithoutCancel(ctx), key, buf)
+		<-w.v.uploads
+		w.v.pool.put(buf)
+		if err != nil {
+			s.mu.Lock()
+			if s.err == nil {
+				s.err = fmt.Errorf("upload %s: %w", key, err)
+			}
+			s.mu.Unlock()
+		}
+	}()
+	return nil
+}
+
+// finish uploads what the slice still buffers and closes it to appends.
+func (w *Writer) finish(ctx context.Context, s *sliceBuf) error {
+	if !s.open {
+		return nil
+	}
+	s.open = false
+	if w.open[s.chunk] == s {
+		delete(w.open, s.chunk)
+	}
+	w.done++
+	return w.upload(ctx, s)
+}
+
+// Flush uploads everything buffered, waits for the uploads and commits the
+// slices in the order they were written. After it returns without error,
+// every client reading the file sees the writes.
+func (w *Writer) Flush(ctx context.Context) error {
+	if len(w.slices) == 0 {
+		return nil
+	}
+	var err error
+	for _, s := range w.slices {
+		if e := w.finish(ctx, s); e != nil && err == nil {
+			err = e
+		}
+	}
+	for _, s := range w.slices {
+		s.wg.Wait()
+		s.mu.Lock()
+		if s.err != nil && err == nil {
+			err = s.err
+		}
+		s.mu.Unlock()
+	}
+	if err != nil {
+		// The writes are lost: drop them, so that a retry does not commit
+		// slices with missing objects. Their uploaded objects are orphans
+		// for the collector.
+		w.slices, w.done = nil, 0
+		return err
+	}
+	const perCommit = 1024
+	writes := make([]*pb.SliceWrite, 0, min(len(w.slices), perCommit))
+	for i, s := range w.slices {
+		writes = append(writes, &pb.SliceWrite{Chunk: s.chunk, Slice: &pb.Slice{
+			Id: s.id, Size: uint32(s.length), Len: uint32(s.length), Pos: uint32(s.pos),
+		}})
+		if len(writes) == perCommit || i == len(w.slices)-1 {
+			if _, err := w.meta.Commit(ctx, w.ino, writes, w.size); err != nil {
+				w.slices, w.done = w.slices[i+1-len(writes):], 0
+				return fmt.Errorf("commit: %w", err)
+			}
+			writes = writes[:0]
+		}
+	}
+	// A chunk this writer has placed many slices in is fragmented:
+	// compact it in the background.
+	for _, s := range w.slices {
+		w.committed[s.chunk]++
+		if at := w.v.cfg.CompactAt; at > 0 && w.committed[s.chunk] >= at {
+			w.committed[s.chunk] = 0
+			w.v.compactLater(w.meta, w.ino, s.chunk)
+		}
+	}
+	w.slices, w.done = nil, 0
+	return nil
+}
+
+// Abort drops buffered writes without committing them, after their
+// uploads end.
+func (w *Writer) Abort() {
+	for _, s := range w.slices {
+		if s.cur != nil {
+			w.v.pool.put(s.cur)
+			s.cur = nil
+		}
+		s.wg.Wait()
+	}
+	w.slices, w.done = nil, 0
+	clear(w.open)
+}
