@@ -53,6 +53,8 @@ type FS struct {
 	m      *metrics
 	groups *groupCache
 	dirs   handles[*dirHandle]
+	files  handles[*fileHandle]
+	open   openFiles
 }
 
 // New returns the file system serving c's namespace.

@@ -40,7 +40,7 @@ type fixture struct {
 func mountTest(t testing.TB, opts Options) *fixture {
 	t.Helper()
 	requireFUSE(t)
-	_, addr := servertest.Start(t, server.Config{})
+	_, addr := servertest.Start(t, server.Config{Storage: "file://" + t.TempDir()})
 	c, err := client.Dial(addr, client.Options{Cred: &client.Cred{}})
 	if err != nil {
 		t.Fatal(err)
