@@ -60,3 +60,65 @@ func BenchmarkStatUncached(b *testing.B) {
 		must(b, syscall.Stat(f.path("x"), &st))
 	}
 }
+
+// BenchmarkSequentialIO writes and reads a 32 MiB file in 1 MiB calls,
+// through the mount and through the SDK.
+func BenchmarkSequentialIO(b *testing.B) {
+	f := benchMount(b)
+	const size, chunk = 32 << 20, 1 << 20
+	buf := randomBytes(chunk, 1)
+	b.Run("write/mount", func(b *testing.B) {
+		b.SetBytes(size)
+		for i := range b.N {
+			fd, err := os.Create(f.path(fmt.Sprint("w", i)))
+			must(b, err)
+			for off := 0; off < size; off += chunk {
+				_, err := fd.Write(buf)
+				must(b, err)
+			}
+			must(b, fd.Close())
+		}
+	})
+	b.Run("write/sdk", func(b *testing.B) {
+		b.SetBytes(size)
+		for i := range b.N {
+			fd, err := f.c.OpenFile(b.Context(), fmt.Sprint("/s", i), os.O_CREATE|os.O_WRONLY, 0o644)
+			must(b, err)
+			for off := 0; off < size; off += chunk {
+				_, err := fd.Write(buf)
+				must(b, err)
+			}
+			must(b, fd.Close())
+		}
+	})
+	b.Run("read/mount", func(b *testing.B) {
+		b.SetBytes(size)
+		for range b.N {
+			// Through a fresh open of a file the kernel has not cached:
+			// written by the SDK.
+			fd, err := os.Open(f.path("s0"))
+			must(b, err)
+			for {
+				n, err := fd.Read(buf)
+				if n == 0 || err != nil {
+					break
+				}
+			}
+			must(b, fd.Close())
+		}
+	})
+	b.Run("read/sdk", func(b *testing.B) {
+		b.SetBytes(size)
+		for range b.N {
+			fd, err := f.c.Open(b.Context(), "/s0")
+			must(b, err)
+			for {
+				n, err := fd.Read(buf)
+				if n == 0 || err != nil {
+					break
+				}
+			}
+			must(b, fd.Close())
+		}
+	})
+}
