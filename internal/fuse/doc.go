@@ -11,6 +11,8 @@
 //
 // Goroutines: go-fuse runs each request on its own goroutine, so an FS is
 // used by many at once. Its configuration and client are read-only after
-// New; the open directory table and the group cache are guarded by their
-// own mutexes, and each directory handle by its own.
+// New; the tables of open directories and files, the index of open files
+// by inode and the group cache are guarded by their own mutexes, and each
+// directory handle by its own (client.File serializes the calls on a
+// file).
 package fuse
