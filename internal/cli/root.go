@@ -60,7 +60,7 @@ func newRoot(out, errOut io.Writer) *cobra.Command {
 		newUpCmd(g), newMetaCmd(g), newRouterCmd(g), newMountTableCmd(g), newRoutingCmd(g),
 		newMkdirCmd(g), newTouchCmd(g), newLsCmd(g), newStatCmd(g), newMvCmd(g), newRmCmd(g),
 		newLnCmd(g), newReadlinkCmd(g), newChmodCmd(g), newChownCmd(g),
-		newDuCmd(g), newCountCmd(g), newDfCmd(g), newXattrCmd(g), newBenchCmd(g),
+		newDuCmd(g), newCountCmd(g), newDfCmd(g), newXattrCmd(g), newBenchCmd(g), newMountCmd(g), newUmountCmd(g),
 		newPutCmd(g), newGetCmd(g), newCatCmd(g), newCpCmd(g), newFsckCmd(g),
 	)
 	return root

@@ -1,0 +1,130 @@
+package fuse
+
+import (
+	"time"
+
+	gofuse "github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/canopyfs/canopy/client"
+)
+
+// The calls that change directories. The kernel has applied the caller's
+// umask to the modes already.
+
+// Mknod creates a regular file, fifo, socket or device node.
+func (fs *FS) Mknod(cancel <-chan struct{}, in *gofuse.MknodIn, name string, out *gofuse.EntryOut) (st gofuse.Status) {
+	defer fs.observe(opMknod, time.Now(), &st)
+	if fs.readOnly() {
+		return gofuse.EROFS
+	}
+	ctx, c := fs.asMutation(&in.Caller)
+	fi, err := c.MknodAt(ctx, client.Ino(in.NodeId), name, in.Mode, in.Rdev)
+	if err != nil {
+		return fs.fail(opMknod, err)
+	}
+	fs.fillEntry(out, fi.Attr())
+	return gofuse.OK
+}
+
+// Mkdir creates a directory.
+func (fs *FS) Mkdir(cancel <-chan struct{}, in *gofuse.MkdirIn, name string, out *gofuse.EntryOut) (st gofuse.Status) {
+	defer fs.observe(opMkdir, time.Now(), &st)
+	if fs.readOnly() {
+		return gofuse.EROFS
+	}
+	ctx, c := fs.asMutation(&in.Caller)
+	fi, err := c.MkdirAt(ctx, client.Ino(in.NodeId), name, in.Mode&0o7777)
+	if err != nil {
+		return fs.fail(opMkdir, err)
+	}
+	fs.fillEntry(out, fi.Attr())
+	return gofuse.OK
+}
+
+// Unlink removes a non-directory entry.
+func (fs *FS) Unlink(cancel <-chan struct{}, h *gofuse.InHeader, name string) (st gofuse.Status) {
+	defer fs.observe(opUnlink, time.Now(), &st)
+	if fs.readOnly() {
+		return gofuse.EROFS
+	}
+	ctx, c := fs.asMutation(&h.Caller)
+	if err := c.UnlinkAt(ctx, client.Ino(h.NodeId), name); err != nil {
+		return fs.fail(opUnlink, err)
+	}
+	return gofuse.OK
+}
+
+// Rmdir removes an empty directory.
+func (fs *FS) Rmdir(cancel <-chan struct{}, h *gofuse.InHeader, name string) (st gofuse.Status) {
+	defer fs.observe(opRmdir, time.Now(), &st)
+	if fs.readOnly() {
+		return gofuse.EROFS
+	}
+	ctx, c := fs.asMutation(&h.Caller)
+	if err := c.RmdirAt(ctx, client.Ino(h.NodeId), name); err != nil {
+		return fs.fail(opRmdir, err)
+	}
+	return gofuse.OK
+}
+
+// renameFlags are the renameat2 flags the service knows.
+const renameFlags = client.RenameNoReplace | client.RenameExchange
+
+// Rename moves an entry, with renameat2's RENAME_NOREPLACE and
+// RENAME_EXCHANGE; other flags (RENAME_WHITEOUT) are EINVAL.
+func (fs *FS) Rename(cancel <-chan struct{}, in *gofuse.RenameIn, oldName, newName string) (st gofuse.Status) {
+	defer fs.observe(opRename, time.Now(), &st)
+	if in.Flags&^renameFlags != 0 {
+		return gofuse.EINVAL
+	}
+	if fs.readOnly() {
+		return gofuse.EROFS
+	}
+	ctx, c := fs.asMutation(&in.Caller)
+	err := c.RenameAt(ctx, client.Ino(in.NodeId), oldName, client.Ino(in.Newdir), newName, in.Flags)
+	if err != nil {
+		return fs.fail(opRename, err)
+	}
+	return gofuse.OK
+}
+
+// Link adds entry name in directory in.NodeId for node in.Oldnodeid.
+func (fs *FS) Link(cancel <-chan struct{}, in *gofuse.LinkIn, name string, out *gofuse.EntryOut) (st gofuse.Status) {
+	defer fs.observe(opLink, time.Now(), &st)
+	if fs.readOnly() {
+		return gofuse.EROFS
+	}
+	ctx, c := fs.asMutation(&in.Caller)
+	fi, err := c.LinkAt(ctx, client.Ino(in.Oldnodeid), client.Ino(in.NodeId), name)
+	if err != nil {
+		return fs.fail(opLink, err)
+	}
+	fs.fillEntry(out, fi.Attr())
+	return gofuse.OK
+}
+
+// Symlink creates symlink linkName pointing at target.
+func (fs *FS) Symlink(cancel <-chan struct{}, h *gofuse.InHeader, target, linkName string, out *gofuse.EntryOut) (st gofuse.Status) {
+	defer fs.observe(opSymlink, time.Now(), &st)
+	if fs.readOnly() {
+		return gofuse.EROFS
+	}
+	ctx, c := fs.asMutation(&h.Caller)
+	fi, err := c.SymlinkAt(ctx, client.Ino(h.NodeId), linkName, target)
+	if err != nil {
+		return fs.fail(opSymlink, err)
+	}
+	fs.fillEntry(out, fi.Attr())
+	return gofuse.OK
+}
+
+// Readlink answers a symlink's target.
+func (fs *FS) Readlink(cancel <-chan struct{}, h *gofuse.InHeader) (target []byte, st gofuse.Status) {
+	defer fs.observe(opReadlink, time.Now(), &st)
+	ctx, c := fs.as(cancel, &h.Caller)
+	t, err := c.ReadlinkIno(ctx, client.Ino(h.NodeId))
+	if err != nil {
+		return nil, fs.fail(opReadlink, err)
+	}
+	return []byte(t), gofuse.OK
+}

@@ -1,0 +1,249 @@
+package fuse
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"syscall"
+	"time"
+
+	gofuse "github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/canopyfs/canopy/client"
+)
+
+// File contents go through the SDK's client.File: writes are buffered
+// into blocks, uploaded to the object store and committed when the file
+// is flushed (each close(2) of a descriptor, fsync(2)) or released; reads
+// read ahead and share the client's block cache. The kernel keeps its
+// page cache in front of them.
+
+// fileHandle is an open regular file. client.File serializes the calls
+// the kernel makes on it from several goroutines.
+type fileHandle struct {
+	f     *client.File
+	ino   client.Ino
+	write bool
+}
+
+// openFiles indexes the open files by inode, so that GETATTR counts
+// buffered writes, a truncate reaches every handle, and a commit through
+// one handle makes the others read again. Shared by the request
+// goroutines; guarded by mu.
+type openFiles struct {
+	mu sync.Mutex
+	m  map[client.Ino][]*fileHandle
+}
+
+func (w *openFiles) add(h *fileHandle) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		w.m = make(map[client.Ino][]*fileHandle)
+	}
+	w.m[h.ino] = append(w.m[h.ino], h)
+}
+
+func (w *openFiles) remove(h *fileHandle) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	hs := w.m[h.ino]
+	for i, x := range hs {
+		if x == h {
+			hs = append(hs[:i], hs[i+1:]...)
+			break
+		}
+	}
+	if len(hs) == 0 {
+		delete(w.m, h.ino)
+	} else {
+		w.m[h.ino] = hs
+	}
+}
+
+// of returns the files open on ino.
+func (w *openFiles) of(ino client.Ino) []*fileHandle {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]*fileHandle(nil), w.m[ino]...)
+}
+
+// openFlags are the open(2) flags that matter to a file handle.
+const openFlags = syscall.O_ACCMODE | syscall.O_TRUNC | syscall.O_APPEND
+
+// openFile opens ino for c's caller and returns the handle to give the
+// kernel. The file outlives the request, so its calls use a context of
+// their own, bounded by the client's operation timeout.
+func (fs *FS) openFile(c *client.Client, ino client.Ino, flags uint32) (uint64, error) {
+	f, err := c.OpenFileIno(context.Background(), ino, int(flags&openFlags))
+	if err != nil {
+		return 0, err
+	}
+	h := &fileHandle{f: f, ino: ino, write: flags&syscall.O_ACCMODE != syscall.O_RDONLY}
+	fs.open.add(h)
+	return fs.files.add(h), nil
+}
+
+// Open opens a file; the service checks the caller's access.
+func (fs *FS) Open(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.OpenOut) (st gofuse.Status) {
+	defer fs.observe(opOpen, time.Now(), &st)
+	if in.Flags&syscall.O_ACCMODE != syscall.O_RDONLY && fs.readOnly() {
+		return gofuse.EROFS
+	}
+	_, c := fs.asMutation(&in.Caller)
+	fh, err := fs.openFile(c, client.Ino(in.NodeId), in.Flags)
+	if err != nil {
+		return fs.fail(opOpen, err)
+	}
+	out.Fh = fh
+	return gofuse.OK
+}
+
+// Create creates a regular file and opens it.
+func (fs *FS) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name string, out *gofuse.CreateOut) (st gofuse.Status) {
+	defer fs.observe(opCreate, time.Now(), &st)
+	if fs.readOnly() {
+		return gofuse.EROFS
+	}
+	ctx, c := fs.asMutation(&in.Caller)
+	fi, err := c.MknodAt(ctx, client.Ino(in.NodeId), name, syscall.S_IFREG|in.Mode&0o7777, 0)
+	if err != nil {
+		return fs.fail(opCreate, err)
+	}
+	fh, err := fs.openFile(c, fi.Ino(), in.Flags)
+	if err != nil {
+		return fs.fail(opCreate, err)
+	}
+	fs.fillEntry(&out.EntryOut, fi.Attr())
+	out.Fh = fh
+	return gofuse.OK
+}
+
+// handle returns the open file fh stands for.
+func (fs *FS) handle(fh uint64) (*fileHandle, gofuse.Status) {
+	h, ok := fs.files.get(fh)
+	if !ok {
+		return nil, gofuse.EBADF
+	}
+	return h, gofuse.OK
+}
+
+// Read reads up to in.Size bytes at in.Offset; fewer only at the end of
+// the file.
+func (fs *FS) Read(cancel <-chan struct{}, in *gofuse.ReadIn, buf []byte) (res gofuse.ReadResult, st gofuse.Status) {
+	defer fs.observe(opRead, time.Now(), &st)
+	h, st := fs.handle(in.Fh)
+	if st != gofuse.OK {
+		return nil, st
+	}
+	n, err := h.f.ReadAt(buf[:min(int(in.Size), len(buf))], int64(in.Offset))
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fs.fail(opRead, err)
+	}
+	return gofuse.ReadResultData(buf[:n]), gofuse.OK
+}
+
+// Write buffers data at in.Offset (the kernel has already placed an
+// O_APPEND write at the end of the file).
+func (fs *FS) Write(cancel <-chan struct{}, in *gofuse.WriteIn, data []byte) (written uint32, st gofuse.Status) {
+	defer fs.observe(opWrite, time.Now(), &st)
+	h, st := fs.handle(in.Fh)
+	if st != gofuse.OK {
+		return 0, st
+	}
+	n, err := h.f.WriteAt(data, int64(in.Offset))
+	if err != nil {
+		return uint32(n), fs.fail(opWrite, err)
+	}
+	return uint32(n), gofuse.OK
+}
+
+// Flush commits buffered writes when a descriptor is closed, so that the
+// next open anywhere sees them (close-to-open consistency) and close(2)
+// reports a failure to store them.
+func (fs *FS) Flush(cancel <-chan struct{}, in *gofuse.FlushIn) (st gofuse.Status) {
+	defer fs.observe(opFlush, time.Now(), &st)
+	return fs.sync(opFlush, in.Fh)
+}
+
+// Fsync commits buffered writes; a commit is durable on the service.
+func (fs *FS) Fsync(cancel <-chan struct{}, in *gofuse.FsyncIn) (st gofuse.Status) {
+	defer fs.observe(opFsync, time.Now(), &st)
+	return fs.sync(opFsync, in.Fh)
+}
+
+func (fs *FS) sync(op string, fh uint64) gofuse.Status {
+	h, st := fs.handle(fh)
+	if st != gofuse.OK {
+		return st
+	}
+	if !h.write {
+		return gofuse.OK
+	}
+	_, dirty := h.f.BufferedSize()
+	if err := h.f.Sync(); err != nil {
+		return fs.fail(op, err)
+	}
+	if dirty {
+		for _, o := range fs.open.of(h.ino) {
+			if o != h {
+				o.f.Invalidate()
+			}
+		}
+	}
+	return gofuse.OK
+}
+
+// Release closes a file once the kernel has no more use for it: the last
+// buffered writes are committed and the service may drop an unlinked
+// file's data.
+func (fs *FS) Release(cancel <-chan struct{}, in *gofuse.ReleaseIn) {
+	start, st := time.Now(), gofuse.OK
+	defer fs.observe(opRelease, start, &st)
+	h, ok := fs.files.remove(in.Fh)
+	if !ok {
+		st = gofuse.EBADF
+		return
+	}
+	fs.open.remove(h)
+	if err := h.f.Close(); err != nil {
+		st = fs.fail(opRelease, err)
+	}
+}
+
+// withOpenSize returns a with the size its open writers will give it.
+func (fs *FS) withOpenSize(a client.Attr) client.Attr {
+	for _, h := range fs.open.of(a.Ino) {
+		if !h.write {
+			continue
+		}
+		if size, dirty := h.f.BufferedSize(); dirty && size > a.Size {
+			a.Size = size
+		}
+	}
+	return a
+}
+
+// truncate changes a file's size (with any other attributes asked for)
+// as the caller. Writes buffered by open handles are committed first, so
+// that none lands past the new end afterwards, and every handle then
+// continues from the new length.
+func (fs *FS) truncate(ctx context.Context, c *client.Client, ino client.Ino, s client.SetAttr) (*client.FileInfo, error) {
+	hs := fs.open.of(ino)
+	for _, h := range hs {
+		if h.write {
+			if err := h.f.Sync(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	fi, err := c.SetAttrIno(ctx, ino, s)
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range hs {
+		h.f.Resized(s.Size)
+	}
+	return fi, nil
+}

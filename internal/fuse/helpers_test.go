@@ -1,0 +1,120 @@
+package fuse
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/canopyfs/canopy/client"
+	"github.com/canopyfs/canopy/internal/server"
+	"github.com/canopyfs/canopy/internal/server/servertest"
+)
+
+// requireFUSE skips a test that needs a real mount where there can be
+// none: no /dev/fuse, or not root (the mount calls mount(2) itself).
+func requireFUSE(t testing.TB) {
+	t.Helper()
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skipf("skipped: a real FUSE mount needs /dev/fuse (%v)", err)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("skipped: a real FUSE mount needs root (the mount calls mount(2) itself)")
+	}
+}
+
+// fixture is a real metadata server on 127.0.0.1 and the mount of its
+// namespace.
+type fixture struct {
+	mnt  string         // the mount point
+	c    *client.Client // a client of the same server, acting as root
+	m    *Mount
+	addr string
+}
+
+// mountTest starts a metadata server and mounts it in a fresh temporary
+// directory; the mount is unmounted when the test ends, failed or not.
+func mountTest(t testing.TB, opts Options) *fixture {
+	t.Helper()
+	requireFUSE(t)
+	_, addr := servertest.Start(t, server.Config{Storage: "file://" + t.TempDir()})
+	c, err := client.Dial(addr, client.Options{Cred: &client.Cred{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m, err := MountAt(c, mnt, opts)
+	if err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		unmountBounded(t, m)
+		c.Close()
+	})
+	return &fixture{mnt: mnt, c: c, m: m, addr: addr}
+}
+
+// benchMount is mountTest with default options, changed by edits.
+func benchMount(b *testing.B, edits ...func(*Options)) *fixture {
+	var o Options
+	o.AttrTimeout, o.EntryTimeout = DefaultAttrTimeout, DefaultEntryTimeout
+	for _, e := range edits {
+		e(&o)
+	}
+	return mountTest(b, o)
+}
+
+// unmountBounded unmounts, detaching lazily if that takes more than a
+// few seconds (a test that failed with a file still open).
+func unmountBounded(t testing.TB, m *Mount) {
+	closed := make(chan error, 1)
+	go func() { closed <- m.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Errorf("unmount: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("unmount %s took over 10 s; detaching", m.Dir())
+		syscall.Unmount(m.Dir(), syscall.MNT_DETACH)
+	}
+}
+
+// path joins names below the mount point.
+func (f *fixture) path(names ...string) string {
+	return filepath.Join(append([]string{f.mnt}, names...)...)
+}
+
+// run runs a command with a time limit and returns its combined output,
+// failing the test if it fails.
+func run(t *testing.T, dir string, name string, args ...string) string {
+	t.Helper()
+	out, err := runErr(dir, name, args...)
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func runErr(dir string, name string, args ...string) (string, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.WaitDelay = time.Second
+	done := make(chan struct{})
+	defer close(done)
+	timer := time.AfterFunc(60*time.Second, func() {
+		if cmd.Process != nil {
+			cmd.Process.Kill()
+		}
+	})
+	defer timer.Stop()
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}

@@ -1,0 +1,89 @@
+package fuse
+
+import (
+	"syscall"
+	"time"
+
+	gofuse "github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
+)
+
+// The FUSE operations the mount counts, as metric labels.
+const (
+	opLookup      = "lookup"
+	opGetattr     = "getattr"
+	opSetattr     = "setattr"
+	opMknod       = "mknod"
+	opMkdir       = "mkdir"
+	opUnlink      = "unlink"
+	opRmdir       = "rmdir"
+	opRename      = "rename"
+	opLink        = "link"
+	opSymlink     = "symlink"
+	opReadlink    = "readlink"
+	opAccess      = "access"
+	opGetxattr    = "getxattr"
+	opListxattr   = "listxattr"
+	opSetxattr    = "setxattr"
+	opRemovexattr = "removexattr"
+	opCreate      = "create"
+	opOpen        = "open"
+	opRead        = "read"
+	opWrite       = "write"
+	opFlush       = "flush"
+	opFsync       = "fsync"
+	opRelease     = "release"
+	opOpendir     = "opendir"
+	opReaddir     = "readdir"
+	opReaddirplus = "readdirplus"
+	opStatfs      = "statfs"
+)
+
+// latencyBuckets span 1 µs to about 4 s.
+var latencyBuckets = prometheus.ExponentialBuckets(1e-6, 2, 23)
+
+// metrics counts FUSE operations by result and times them. The
+// collectors are safe for use from any goroutine; nil means no metrics.
+type metrics struct {
+	ops     *prometheus.CounterVec
+	seconds *prometheus.HistogramVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	if reg == nil {
+		return nil
+	}
+	m := &metrics{
+		ops: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "canopy_fuse_operations_total",
+			Help: "FUSE requests the mount answered, by operation and result (ok or the errno name).",
+		}, []string{"op", "result"}),
+		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "canopy_fuse_operation_seconds", Buckets: latencyBuckets,
+			Help: "Time from a FUSE request reaching the mount to its answer, by operation.",
+		}, []string{"op"}),
+	}
+	reg.MustRegister(m.ops, m.seconds)
+	return m
+}
+
+// done records one operation that started at start and ended with st.
+func (m *metrics) done(op string, start time.Time, st gofuse.Status) {
+	if m == nil {
+		return
+	}
+	m.seconds.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	m.ops.WithLabelValues(op, resultName(st)).Inc()
+}
+
+// resultName is "ok" or the errno's name ("ENOENT").
+func resultName(st gofuse.Status) string {
+	if st == gofuse.OK {
+		return "ok"
+	}
+	if name := unix.ErrnoName(syscall.Errno(st)); name != "" {
+		return name
+	}
+	return "other"
+}

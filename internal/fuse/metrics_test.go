@@ -1,0 +1,120 @@
+package fuse
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// TestMetricsCountOperations checks the per-operation counters and
+// timings follow what callers did on the mount.
+func TestMetricsCountOperations(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	f := mountTest(t, Options{Metrics: reg, EntryTimeout: 0, AttrTimeout: 0})
+	m := f.m.FS.m
+	mkdirs := testutil.ToFloat64(m.ops.WithLabelValues(opMkdir, "ok"))
+	for i := range 5 {
+		must(t, os.Mkdir(f.path(fmt.Sprint("d", i)), 0o755))
+	}
+	for range 3 {
+		if _, err := os.Stat(f.path("missing")); !errors.Is(err, syscall.ENOENT) {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(f.path("d0"), 0o755); !errors.Is(err, syscall.EEXIST) {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(m.ops.WithLabelValues(opMkdir, "ok")) - mkdirs; got != 5 {
+		t.Errorf("mkdir ok: %v, want 5", got)
+	}
+	if got := testutil.ToFloat64(m.ops.WithLabelValues(opLookup, "ENOENT")); got < 3 {
+		t.Errorf("lookup ENOENT: %v, want at least 3", got)
+	}
+	if got := testutil.ToFloat64(m.ops.WithLabelValues(opMkdir, "EEXIST")); got != 1 {
+		// The kernel looks d0 up first and may answer EEXIST itself.
+		if testutil.ToFloat64(m.ops.WithLabelValues(opLookup, "ok")) == 0 {
+			t.Errorf("mkdir EEXIST: %v and no lookup", got)
+		}
+	}
+	if n := testutil.CollectAndCount(m.seconds); n == 0 {
+		t.Error("no operation timings")
+	}
+}
+
+// TestConcurrentCallers runs several goroutines creating, listing,
+// renaming and removing in the same directories at once (run it with
+// -race), then checks the server holds exactly what they left.
+func TestConcurrentCallers(t *testing.T) {
+	f := mountTest(t, Options{})
+	const workers, files = 6, 60
+	shared := f.path("shared")
+	must(t, os.Mkdir(shared, 0o755))
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range files {
+				name := filepath.Join(shared, fmt.Sprintf("w%d-%03d", w, i))
+				if err := os.WriteFile(name, nil, 0o644); err != nil {
+					errs <- err
+					return
+				}
+				if i%3 == 0 {
+					if err := os.Rename(name, name+".r"); err != nil {
+						errs <- err
+						return
+					}
+				}
+				if i%5 == 0 {
+					if _, err := os.ReadDir(shared); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+			for i := 0; i < files; i += 2 {
+				name := filepath.Join(shared, fmt.Sprintf("w%d-%03d", w, i))
+				if i%3 == 0 {
+					name += ".r"
+				}
+				if err := os.Remove(name); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	ents, err := f.c.ReadDir(t.Context(), "/shared")
+	must(t, err)
+	if len(ents) != workers*files/2 {
+		t.Errorf("server lists %d entries, want %d", len(ents), workers*files/2)
+	}
+	local, err := os.ReadDir(shared)
+	must(t, err)
+	if len(local) != len(ents) {
+		t.Errorf("mount lists %d entries, server %d", len(local), len(ents))
+	}
+	// The kernel releases closed directories in the background.
+	deadline := time.Now().Add(5 * time.Second)
+	for f.m.FS.dirs.len() != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := f.m.FS.dirs.len(); n != 0 {
+		t.Errorf("%d directory handles still open 5 s after the last close", n)
+	}
+}

@@ -1,0 +1,148 @@
+package fuse
+
+import (
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+
+	gofuse "github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/canopyfs/canopy/client"
+)
+
+// maxWrite is the largest READ or WRITE request the kernel sends (it caps
+// it at its own limit, 1 MiB by default).
+const maxWrite = 1 << 20
+
+// Mount is a mounted Canopy namespace, served by go-fuse's goroutines
+// until it is unmounted.
+type Mount struct {
+	FS   *FS
+	dir  string
+	srv  *gofuse.Server
+	done chan struct{} // closed when the kernel ends the connection
+}
+
+// MountAt mounts c's namespace at dir (an existing directory) and serves
+// it until Close or an unmount from outside. As root it calls mount(2)
+// itself; otherwise it needs fusermount.
+func MountAt(c *client.Client, dir string, opts Options) (*Mount, error) {
+	if opts.AttrTimeout < 0 || opts.EntryTimeout < 0 {
+		return nil, fmt.Errorf("mount %s: negative cache timeout", dir)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", dir, err)
+	}
+	fs := New(c, opts)
+	mo := &gofuse.MountOptions{
+		FsName:        opts.FsName,
+		Name:          "canopy",
+		AllowOther:    opts.AllowOther,
+		DirectMount:   true,
+		MaxBackground: 64,
+		MaxWrite:      maxWrite,
+		Debug:         opts.Debug,
+	}
+	if mo.FsName == "" {
+		mo.FsName = "canopy"
+	}
+	if opts.DefaultPermissions {
+		mo.Options = append(mo.Options, "default_permissions")
+	}
+	if opts.ReadOnly {
+		mo.DirectMountFlags = syscall.MS_NOSUID | syscall.MS_NODEV | syscall.MS_RDONLY
+	}
+	if opts.Debug {
+		mo.Logger = log.New(os.Stderr, "fuse: ", log.Lmicroseconds)
+	}
+	srv, err := gofuse.NewServer(fs, abs, mo)
+	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", abs, err)
+	}
+	m := &Mount{FS: fs, dir: abs, srv: srv, done: make(chan struct{})}
+	go func() {
+		defer close(m.done)
+		srv.Serve()
+	}()
+	if err := srv.WaitMount(); err != nil {
+		srv.Unmount()
+		return nil, fmt.Errorf("mount %s: %w", abs, err)
+	}
+	return m, nil
+}
+
+// Dir is the absolute mount point.
+func (m *Mount) Dir() string { return m.dir }
+
+// Done is closed when the mount has ended: after Close, or after an
+// unmount from outside (canopy umount, umount(8)).
+func (m *Mount) Done() <-chan struct{} { return m.done }
+
+// Close unmounts and waits until the kernel has ended the connection. If
+// the mount is busy it is detached lazily: it disappears from the
+// namespace at once, and Close returns when the last open file on it is
+// closed.
+func (m *Mount) Close() error {
+	select {
+	case <-m.done:
+		return nil
+	default:
+	}
+	if err := m.srv.Unmount(); err != nil {
+		if lerr := syscall.Unmount(m.dir, syscall.MNT_DETACH); lerr != nil {
+			return fmt.Errorf("unmount %s: %w (lazy: %v)", m.dir, err, lerr)
+		}
+	}
+	<-m.done
+	return nil
+}
+
+// ErrNotMounted is returned by Unmount for a directory that is not a
+// mount point.
+var ErrNotMounted = errors.New("not mounted")
+
+// Unmount unmounts the file system at dir. If it is busy and lazy is set,
+// it is detached lazily instead (gone from the namespace at once, ended
+// when its last open file is closed); detached then says so. Without
+// root, it asks fusermount.
+func Unmount(dir string, lazy bool) (detached bool, err error) {
+	err = syscall.Unmount(dir, 0)
+	switch {
+	case err == nil:
+		return false, nil
+	case errors.Is(err, syscall.EBUSY) && lazy:
+		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+			return false, fmt.Errorf("unmount %s lazily: %w", dir, err)
+		}
+		return true, nil
+	case errors.Is(err, syscall.EINVAL):
+		return false, fmt.Errorf("unmount %s: %w", dir, ErrNotMounted)
+	case errors.Is(err, syscall.EPERM):
+		return fusermountUnmount(dir, lazy)
+	}
+	return false, fmt.Errorf("unmount %s: %w", dir, err)
+}
+
+// fusermountUnmount unmounts through the setuid helper, for users other
+// than root.
+func fusermountUnmount(dir string, lazy bool) (bool, error) {
+	bin, err := exec.LookPath("fusermount3")
+	if err != nil {
+		if bin, err = exec.LookPath("fusermount"); err != nil {
+			return false, fmt.Errorf("unmount %s: %w (and no fusermount)", dir, syscall.EPERM)
+		}
+	}
+	args := []string{"-u", dir}
+	if lazy {
+		args = []string{"-u", "-z", dir}
+	}
+	if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+		return false, fmt.Errorf("unmount %s: %s: %w", dir, out, err)
+	}
+	return false, nil
+}
