@@ -46,8 +46,8 @@ func isMounted(t *testing.T, dir string) bool {
 	return false
 }
 
-// waitFor polls cond every 20 ms for up to limit.
-func waitFor(limit time.Duration, cond func() bool) bool {
+// pollUntil polls cond every 20 ms for up to limit.
+func pollUntil(limit time.Duration, cond func() bool) bool {
 	for end := time.Now().Add(limit); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		if cond() {
 			return true
@@ -139,7 +139,7 @@ func TestMountForeground(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
-	if !waitFor(10*time.Second, func() bool { return !isMounted(t, mnt) }) {
+	if !pollUntil(10*time.Second, func() bool { return !isMounted(t, mnt) }) {
 		held.Close()
 		t.Fatal("still mounted 10 s after SIGTERM")
 	}
@@ -204,7 +204,7 @@ func TestMountBackgroundUmount(t *testing.T) {
 	if isMounted(t, mnt) {
 		t.Error("still mounted after canopy umount")
 	}
-	if !waitFor(10*time.Second, func() bool { return !alive() }) {
+	if !pollUntil(10*time.Second, func() bool { return !alive() }) {
 		t.Error("background mount still running 10 s after canopy umount")
 	}
 	if _, err := canopy(t, addr, "umount", mnt); err == nil || !strings.Contains(err.Error(), "not mounted") {
@@ -239,7 +239,7 @@ func TestMountBackgroundUmount(t *testing.T) {
 		t.Error("the mount ended while a directory on it was open")
 	}
 	held.Close()
-	if !waitFor(10*time.Second, func() bool { return !alive() }) {
+	if !pollUntil(10*time.Second, func() bool { return !alive() }) {
 		t.Error("background mount still running 10 s after its last open directory was closed")
 	}
 }
