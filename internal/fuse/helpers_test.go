@@ -104,8 +104,15 @@ func run(t *testing.T, dir string, name string, args ...string) string {
 }
 
 func runErr(dir string, name string, args ...string) (string, error) {
+	// The child must not chdir into the mount itself: between fork and
+	// exec it still shares this process's memory, and a FUSE request it
+	// makes then can wait forever for this process's runtime, which may
+	// need to start a thread to serve it and cannot while the fork is in
+	// progress. A shell, already exec'd, changes directory instead.
 	cmd := exec.Command(name, args...)
-	cmd.Dir = dir
+	if dir != "" {
+		cmd = exec.Command("/bin/sh", append([]string{"-c", `cd "$1" && shift && exec "$@"`, "sh", dir, name}, args...)...)
+	}
 	cmd.WaitDelay = time.Second
 	done := make(chan struct{})
 	defer close(done)
