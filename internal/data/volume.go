@@ -14,7 +14,7 @@ import (
 type Config struct {
 	ChunkSize   int   // file bytes per chunk; default layout.ChunkSize
 	BlockSize   int   // largest object of a slice; default layout.BlockSize
-	Uploads     int   // block uploads in flight per Volume; default 16
+	Uploads     int   // block uploads in flight per Volume; default 32 (128 MiB of blocks)
 	Downloads   int   // block downloads in flight per Volume; default 16
 	CacheBytes  int64 // block cache capacity; default 256 MiB
 	Readahead   int   // most bytes a sequential reader fetches ahead; default 32 MiB
@@ -31,7 +31,7 @@ func (c *Config) setDefaults() {
 		c.BlockSize = layout.BlockSize
 	}
 	if c.Uploads <= 0 {
-		c.Uploads = 16
+		c.Uploads = 32
 	}
 	if c.Downloads <= 0 {
 		c.Downloads = 16
