@@ -40,14 +40,19 @@ type IOResult struct {
 	Conns     int    `json:"conns"`
 	Buffer    int    `json:"buffer_bytes"`
 
-	WriteSeconds     float64  `json:"write_seconds"`
-	WriteMiBPerSec   float64  `json:"write_mib_per_sec"`
-	ReadSeconds      float64  `json:"read_seconds"`
-	ReadMiBPerSec    float64  `json:"read_mib_per_sec"`
-	FilesPerSec      float64  `json:"files_per_sec"` // files written per second
-	ReadFilesPerSec  float64  `json:"read_files_per_sec"`
-	FixedCostSeconds float64  `json:"fixed_cost_seconds"` // per file: create, commit, close with no data
-	FixedCostShare   float64  `json:"fixed_cost_share"`   // of the write phase's time
+	WriteSeconds     float64 `json:"write_seconds"`
+	WriteMiBPerSec   float64 `json:"write_mib_per_sec"`
+	ReadSeconds      float64 `json:"read_seconds"`
+	ReadMiBPerSec    float64 `json:"read_mib_per_sec"`
+	FilesPerSec      float64 `json:"files_per_sec"` // files written per second
+	ReadFilesPerSec  float64 `json:"read_files_per_sec"`
+	FixedCostSeconds float64 `json:"fixed_cost_seconds"` // per file: create, commit, close with no data
+	FixedCostShare   float64 `json:"fixed_cost_share"`   // of the write phase's time
+	// CeilingMiBPerSec is the best write rate the run could reach if
+	// writing a file's bytes cost nothing: workers files at a time, each
+	// taking the fixed cost. HarnessShare is the write rate's share of it.
+	CeilingMiBPerSec float64  `json:"ceiling_mib_per_sec"`
+	HarnessShare     float64  `json:"harness_share"`
 	Warnings         []string `json:"warnings"`
 }
 
@@ -173,15 +178,32 @@ func RunIO(ctx context.Context, cfg IOConfig) (*IOResult, error) {
 	res.ReadMiBPerSec = total / res.ReadSeconds
 	res.FilesPerSec = float64(cfg.Files) / res.WriteSeconds
 	res.ReadFilesPerSec = float64(cfg.Files) / res.ReadSeconds
-	fixed := res.FixedCostSeconds * float64(cfg.Files) / float64(min(cfg.Workers, cfg.Files))
-	res.FixedCostShare = min(1, fixed/res.WriteSeconds)
-	res.Warnings = []string{}
-	if res.FixedCostShare > FixedCostWarn {
-		res.Warnings = append(res.Warnings, fmt.Sprintf(
-			"fixed cost dominates: creating, committing and closing a file costs %.2f ms, %.0f%% of the write time; this measures metadata, not bytes (use fewer, larger files to measure bandwidth)",
-			1000*res.FixedCostSeconds, 100*res.FixedCostShare))
-	}
+	res.assess()
 	return res, nil
+}
+
+// assess derives the fixed cost's share, the ceiling and the warnings from
+// the measured times.
+func (r *IOResult) assess() {
+	workers := float64(min(r.Workers, r.Files))
+	fixed := r.FixedCostSeconds * float64(r.Files) / workers
+	r.FixedCostShare = min(1, fixed/r.WriteSeconds)
+	r.CeilingMiBPerSec, r.HarnessShare = 0, 0
+	if r.FixedCostSeconds > 0 {
+		r.CeilingMiBPerSec = workers / r.FixedCostSeconds * float64(r.SizeBytes) / (1 << 20)
+		r.HarnessShare = r.WriteMiBPerSec / r.CeilingMiBPerSec
+	}
+	r.Warnings = []string{}
+	if r.FixedCostShare > FixedCostWarn {
+		r.Warnings = append(r.Warnings, fmt.Sprintf(
+			"fixed cost dominates: creating, committing and closing a file costs %.2f ms, %.0f%% of the write time; this measures metadata, not bytes (use fewer, larger files to measure bandwidth)",
+			1000*r.FixedCostSeconds, 100*r.FixedCostShare))
+	}
+	if r.CeilingMiBPerSec > 0 && r.WriteMiBPerSec >= (1-CeilingMargin)*r.CeilingMiBPerSec {
+		r.Warnings = append(r.Warnings, fmt.Sprintf(
+			"measuring the harness, not the data path: %.1f MiB/s is %.0f%% of the %.1f MiB/s that the per-file fixed cost alone allows",
+			r.WriteMiBPerSec, 100*r.HarnessShare, r.CeilingMiBPerSec))
+	}
 }
 
 // WriteIOTable prints r for people.
@@ -190,10 +212,12 @@ func WriteIOTable(w io.Writer, r *IOResult) error {
 write        %.1f MiB/s  (%.2f s, %.0f files/s)
 read         %.1f MiB/s  (%.2f s, %.0f files/s)
 fixed cost   %.3f ms per file (create, commit, close), %.1f%% of the write time
+ceiling      %.1f MiB/s if bytes cost nothing; this write rate is %.1f%% of it
 `, r.Files, FormatSize(r.SizeBytes), r.Workers, r.Conns,
 		r.WriteMiBPerSec, r.WriteSeconds, r.FilesPerSec,
 		r.ReadMiBPerSec, r.ReadSeconds, r.ReadFilesPerSec,
-		1000*r.FixedCostSeconds, 100*r.FixedCostShare)
+		1000*r.FixedCostSeconds, 100*r.FixedCostShare,
+		r.CeilingMiBPerSec, 100*r.HarnessShare)
 	for _, warn := range r.Warnings {
 		if err == nil {
 			_, err = fmt.Fprintf(w, "warning: %s\n", warn)

@@ -144,7 +144,7 @@ func TestBenchIO(t *testing.T) {
 	addr := serveWithStorage(t)
 	out := mustCanopy(t, addr, "bench", "io", "--files", "8", "--size", "256KiB", "--workers", "2", "--json")
 	m := lastJSON(t, out)
-	for _, key := range []string{"write_mib_per_sec", "read_mib_per_sec", "files_per_sec", "fixed_cost_share", "fixed_cost_seconds", "warnings"} {
+	for _, key := range []string{"write_mib_per_sec", "read_mib_per_sec", "files_per_sec", "fixed_cost_share", "fixed_cost_seconds", "ceiling_mib_per_sec", "harness_share", "warnings"} {
 		if _, ok := m[key]; !ok {
 			t.Errorf("no %q in %s", key, out)
 		}
