@@ -8,6 +8,8 @@ import (
 	"slices"
 	"syscall"
 	"time"
+
+	"github.com/canopyfs/canopy/internal/object"
 )
 
 // chunkRef names one chunk of one file.
@@ -132,7 +134,10 @@ func (v *Volume) putSlice(ctx context.Context, id uint64, data []byte) ([]string
 	for range keys {
 		<-done
 	}
-	return keys, errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return keys, err
+	}
+	return keys, object.Sync(ctx, v.Store)
 }
 
 // deleteKeys removes objects that no slice will name, best effort: what is

@@ -94,5 +94,10 @@ func Fsck(ctx context.Context, store object.Store, admin Admin, opt FsckOptions)
 		}
 		rep.Zeroed++
 	}
+	if rep.Zeroed > 0 {
+		if err := object.Sync(ctx, store); err != nil {
+			return rep, fmt.Errorf("fsck: %w", err)
+		}
+	}
 	return rep, nil
 }

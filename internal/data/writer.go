@@ -8,6 +8,8 @@ import (
 	"syscall"
 
 	pb "github.com/canopyfs/canopy/api/metapb"
+
+	"github.com/canopyfs/canopy/internal/object"
 )
 
 // Writer buffers the writes of one open file into slices, uploads each
@@ -201,6 +203,13 @@ func (w *Writer) Flush(ctx context.Context) error {
 			err = s.err
 		}
 		s.mu.Unlock()
+	}
+	if err == nil && len(w.slices) > 0 {
+		// Data before metadata: the objects must survive a crash of the
+		// machine before any commit names them.
+		if e := object.Sync(ctx, w.v.Store); e != nil {
+			err = fmt.Errorf("sync uploads: %w", e)
+		}
 	}
 	if err != nil {
 		// The writes are lost: drop them, so that a retry does not commit

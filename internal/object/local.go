@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // local keeps each object as a regular file at <root>/<key>.
@@ -23,19 +25,21 @@ type local struct {
 	// reached stable storage (their parent was fsynced after they were
 	// created or first seen by this process).
 	durable sync.Map
-	// dirSyncs holds a *syncGroup per directory objects are put in.
-	dirSyncs sync.Map
-	direct   directState
+	direct directState
+	// fsSync shares one file-system sync among concurrent Sync calls.
+	fsSync syncGroup
 }
 
 // NewLocal returns a Store that keeps objects as files under dir, which is
 // created if missing. The object "a/b/c" is the file dir/a/b/c.
 //
-// Put writes a temporary file next to the target (named ".canopy-tmp-*"),
-// fsyncs it, renames it over the target and fsyncs the directory, so a crash
-// leaves either the whole object or none (and at worst a temporary file,
-// which is never listed or returned). New directories are fsynced into their
-// parents before the object is renamed into them.
+// Put writes a temporary file next to the target (named ".canopy-tmp-*")
+// and renames it over the target, so a reader, and a crash of the process,
+// sees either the whole object or none (and at worst a temporary file,
+// which is never listed or returned). Durability against a crash of the
+// machine is deferred to Sync (the store is a Syncer), which syncs the file
+// system once for every object put before it. New directories are fsynced
+// into their parents before an object is renamed into them.
 //
 // Because objects are files, one key cannot be both an object and the
 // parent of another ("a" and "a/b"); Put fails for the second of the two.
@@ -111,9 +115,6 @@ func (l *local) put(key string, data []byte) error {
 	if err := l.direct.writeObject(f, data); err != nil {
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
 	if err := f.Close(); err != nil {
 		return err
 	}
@@ -123,14 +124,28 @@ func (l *local) put(key string, data []byte) error {
 		return err
 	}
 	ok = true
-	return l.syncDirShared(dir)
+	return nil
 }
 
-// syncDirShared fsyncs dir for a Put that just renamed an object into it,
-// sharing the fsync with the Puts into dir at the same time.
-func (l *local) syncDirShared(dir string) error {
-	g, _ := l.dirSyncs.LoadOrStore(dir, new(syncGroup))
-	return g.(*syncGroup).do(func() error { return syncDir(dir) })
+// Sync makes every object put so far durable with one sync of the file
+// system that holds the store (syncfs(2)): one journal commit and one disk
+// cache flush for all of them, instead of two of each per object. Calls at
+// the same time share a sync that started after each of them began.
+func (l *local) Sync(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return l.fsSync.do(func() error {
+		d, err := os.Open(l.root)
+		if err != nil {
+			return fmt.Errorf("object: sync: %w", err)
+		}
+		defer d.Close()
+		if err := unix.Syncfs(int(d.Fd())); err != nil {
+			return fmt.Errorf("object: sync %s: %w", l.root, err)
+		}
+		return nil
+	})
 }
 
 // createTemp creates a new temporary file in dir, readable like an object.

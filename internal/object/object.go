@@ -54,6 +54,24 @@ type Store interface {
 	String() string
 }
 
+// Syncer is implemented by stores whose Puts become durable together: an
+// object is visible as soon as Put returns, but survives a crash of the
+// machine only once a later Sync has returned. A caller that is about to
+// make metadata point at objects calls Sync first (see the package Sync).
+type Syncer interface {
+	Sync(ctx context.Context) error
+}
+
+// Sync makes every object already put to s durable: it calls s.Sync if s
+// defers durability, and does nothing for stores whose Put is durable on
+// return.
+func Sync(ctx context.Context, s Store) error {
+	if sy, ok := s.(Syncer); ok {
+		return sy.Sync(ctx)
+	}
+	return nil
+}
+
 // Info describes one stored object.
 type Info struct {
 	Key      string
