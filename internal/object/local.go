@@ -25,7 +25,7 @@ type local struct {
 	// reached stable storage (their parent was fsynced after they were
 	// created or first seen by this process).
 	durable sync.Map
-	direct directState
+	direct  directState
 	// fsSync shares one file-system sync among concurrent Sync calls.
 	fsSync syncGroup
 }
