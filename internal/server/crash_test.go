@@ -288,26 +288,7 @@ func TestCrashRecoversAcknowledgedOperations(t *testing.T) {
 	setup.Close()
 
 	for cycle := range cycles {
-		stop := make(chan struct{})
-		errs := make(chan error, workers)
-		var wg sync.WaitGroup
-		for _, w := range ws {
-			wg.Go(func() { errs <- w.run(child.addr, stop) })
-		}
-		time.Sleep(time.Duration(20+rng.IntN(200)) * time.Millisecond)
-		child.kill()
-		close(stop)
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			if err != nil {
-				t.Fatalf("cycle %d: %v", cycle, err)
-			}
-		}
-		if _, err := Verify(Config{Dir: dir, Logger: slog.New(slog.DiscardHandler)}); err != nil {
-			t.Fatalf("cycle %d: invariants after crash: %v", cycle, err)
-		}
-		child = startCrashChild(t, dir)
+		child = loadAndKill(t, cycle, child, dir, ws, rng)
 		c, err := client.Dial(child.addr, client.Options{Cred: &client.Cred{}})
 		if err != nil {
 			t.Fatal(err)
@@ -330,4 +311,39 @@ func TestCrashRecoversAcknowledgedOperations(t *testing.T) {
 	if acked < cycles {
 		t.Fatalf("only %d operations acknowledged: the load did not run", acked)
 	}
+}
+
+// crashLoad is a worker of a crash test: it runs operations against addr
+// until stop closes or the server dies, and reports only unexpected
+// failures.
+type crashLoad interface {
+	run(addr string, stop <-chan struct{}) error
+}
+
+// loadAndKill runs every worker against the child, kills the child with
+// SIGKILL at a random moment, checks that the workers ended cleanly and
+// that the state on disk keeps its invariants, and returns a child
+// restarted on dir.
+func loadAndKill[W crashLoad](t *testing.T, cycle int, child *crashChild, dir string, ws []W, rng *rand.Rand) *crashChild {
+	t.Helper()
+	stop := make(chan struct{})
+	errs := make(chan error, len(ws))
+	var wg sync.WaitGroup
+	for _, w := range ws {
+		wg.Go(func() { errs <- w.run(child.addr, stop) })
+	}
+	time.Sleep(time.Duration(20+rng.IntN(200)) * time.Millisecond)
+	child.kill()
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("cycle %d: %v", cycle, err)
+		}
+	}
+	if _, err := Verify(Config{Dir: dir, Logger: slog.New(slog.DiscardHandler)}); err != nil {
+		t.Fatalf("cycle %d: invariants after crash: %v", cycle, err)
+	}
+	return startCrashChild(t, dir)
 }

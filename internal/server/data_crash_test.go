@@ -3,9 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
@@ -154,26 +152,7 @@ func TestCrashRecoversAcknowledgedCommits(t *testing.T) {
 	}
 	setup.c.Close()
 	for cycle := range cycles {
-		stop := make(chan struct{})
-		errs := make(chan error, workers)
-		var wg sync.WaitGroup
-		for _, w := range ws {
-			wg.Go(func() { errs <- w.run(child.addr, stop) })
-		}
-		time.Sleep(time.Duration(20+rng.IntN(200)) * time.Millisecond)
-		child.kill()
-		close(stop)
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			if err != nil {
-				t.Fatalf("cycle %d: %v", cycle, err)
-			}
-		}
-		if _, err := Verify(Config{Dir: dir, Logger: slog.New(slog.DiscardHandler)}); err != nil {
-			t.Fatalf("cycle %d: invariants after crash: %v", cycle, err)
-		}
-		child = startCrashChild(t, dir)
+		child = loadAndKill(t, cycle, child, dir, ws, rng)
 		c, err := rpc.Dial(child.addr, rpc.ClientConfig{CallTimeout: 5 * time.Second})
 		if err != nil {
 			t.Fatal(err)
