@@ -39,10 +39,30 @@ router or the root partition's metadata server.`,
 }
 
 func newMountTableLsCmd(g *globals) *cobra.Command {
+	return newTablesLsCmd(g, "List the mount entries", "PREFIX\tVPART\tTARGET\tMODE",
+		func(t *client.Tables) any { return mountTableJSON{Version: t.Version, Mounts: t.Mounts} },
+		func(t *client.Tables) []string {
+			lines := make([]string, len(t.Mounts))
+			for i, m := range t.Mounts {
+				mode := "rw"
+				if m.ReadOnly {
+					mode = "ro"
+				}
+				lines[i] = fmt.Sprintf("%s\t%d\t%s\t%s", m.Prefix, m.VPart, m.Target, mode)
+			}
+			return lines
+		})
+}
+
+// newTablesLsCmd returns an `ls [--json]` command printing one of the
+// federation tables: the JSON object toJSON makes, or a table of header
+// and the lines rows makes (tab-separated columns) followed by the tables'
+// version.
+func newTablesLsCmd(g *globals, short, header string, toJSON func(*client.Tables) any, rows func(*client.Tables) []string) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "ls [--json]",
-		Short: "List the mount entries",
+		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			return g.run(func(ctx context.Context, c *client.Client) error {
@@ -51,18 +71,17 @@ func newMountTableLsCmd(g *globals) *cobra.Command {
 					return err
 				}
 				if asJSON {
-					data, _ := json.Marshal(mountTableJSON{Version: t.Version, Mounts: t.Mounts})
+					data, err := json.Marshal(toJSON(t))
+					if err != nil {
+						return err
+					}
 					fmt.Fprintln(g.out, string(data))
 					return nil
 				}
 				tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
-				fmt.Fprintf(tw, "PREFIX\tVPART\tTARGET\tMODE\n")
-				for _, m := range t.Mounts {
-					mode := "rw"
-					if m.ReadOnly {
-						mode = "ro"
-					}
-					fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", m.Prefix, m.VPart, m.Target, mode)
+				fmt.Fprintln(tw, header)
+				for _, line := range rows(t) {
+					fmt.Fprintln(tw, line)
 				}
 				if err := tw.Flush(); err != nil {
 					return err

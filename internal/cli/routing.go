@@ -2,10 +2,8 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -33,37 +31,15 @@ partition; --addr may name a router or the root partition's server.`,
 }
 
 func newRoutingLsCmd(g *globals) *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "ls [--json]",
-		Short: "List the routes",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			return g.run(func(ctx context.Context, c *client.Client) error {
-				t, err := c.Tables(ctx)
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					data, _ := json.Marshal(routingJSON{Version: t.Version, Routes: t.Routes})
-					fmt.Fprintln(g.out, string(data))
-					return nil
-				}
-				tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
-				fmt.Fprintf(tw, "VPART\tADDRS\n")
-				for _, r := range t.Routes {
-					fmt.Fprintf(tw, "%d\t%s\n", r.VPart, strings.Join(r.Addrs, ","))
-				}
-				if err := tw.Flush(); err != nil {
-					return err
-				}
-				fmt.Fprintf(g.out, "version %d\n", t.Version)
-				return nil
-			})
-		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
-	return cmd
+	return newTablesLsCmd(g, "List the routes", "VPART\tADDRS",
+		func(t *client.Tables) any { return routingJSON{Version: t.Version, Routes: t.Routes} },
+		func(t *client.Tables) []string {
+			lines := make([]string, len(t.Routes))
+			for i, r := range t.Routes {
+				lines[i] = fmt.Sprintf("%d\t%s", r.VPart, strings.Join(r.Addrs, ","))
+			}
+			return lines
+		})
 }
 
 func newRoutingSetCmd(g *globals) *cobra.Command {
