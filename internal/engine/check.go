@@ -11,64 +11,88 @@ import "fmt"
 // allocator's next; and the data path's invariants (see checkData). It
 // walks the whole tree: for tests and fsck.
 func (e *Engine) Check() error {
-	root, ok := e.nodes[e.root]
-	if !ok || !root.isDir() || root.parent != e.root {
+	rootSlot := e.st.slotOf(e.root)
+	if rootSlot == 0 {
 		return fmt.Errorf("root %d missing or malformed", e.root)
 	}
-	refs := make(map[Ino]uint32, len(e.nodes))
-	seen := make(map[Ino]bool, len(e.nodes))
-	seen[e.root] = true
+	root := e.at(rootSlot)
+	if !root.isDir() || e.parentOf(root) != e.root {
+		return fmt.Errorf("root %d missing or malformed", e.root)
+	}
+	// Per slot: entries naming it, and whether the walk reached it.
+	refs := make([]uint32, e.st.nodes.next)
+	seen := make([]bool, e.st.nodes.next)
+	seen[rootSlot] = true
 	queue := []*node{root}
-	for len(queue) > 0 {
+	var err error
+	for len(queue) > 0 && err == nil {
 		d := queue[0]
 		queue = queue[1:]
 		subdirs := uint32(0)
-		for name, ino := range d.children {
+		x := e.st.extraOf(d)
+		if x == nil || x.dir == nil {
+			return fmt.Errorf("dir %d has no entries", d.Ino)
+		}
+		x.dir.each(func(nameb []byte, slot uint32) bool {
+			name := string(nameb)
 			if checkSyntax(name) != nil || checkLen(name) != nil || isDot(name) {
-				return fmt.Errorf("dir %d: bad entry name %q", d.attr.Ino, name)
+				err = fmt.Errorf("dir %d: bad entry name %q", d.Ino, name)
+				return false
 			}
-			child, ok := e.nodes[ino]
-			if !ok {
-				return fmt.Errorf("dir %d: entry %q points at missing node %d", d.attr.Ino, name, ino)
+			if slot >= e.st.nodes.next || e.at(slot).Ino == 0 {
+				err = fmt.Errorf("dir %d: entry %q points at a free slot %d", d.Ino, name, slot)
+				return false
 			}
-			refs[ino]++
+			child := e.at(slot)
+			refs[slot]++
 			if !child.isDir() {
-				continue
+				return true
 			}
 			subdirs++
-			if seen[ino] {
-				return fmt.Errorf("dir %d reached twice (entry %q in %d): cycle or extra link", ino, name, d.attr.Ino)
+			if seen[slot] {
+				err = fmt.Errorf("dir %d reached twice (entry %q in %d): cycle or extra link", child.Ino, name, d.Ino)
+				return false
 			}
-			seen[ino] = true
-			if child.parent != d.attr.Ino {
-				return fmt.Errorf("dir %d: parent %d, but entry %q is in %d", ino, child.parent, name, d.attr.Ino)
+			seen[slot] = true
+			if p := e.parentOf(child); p != d.Ino {
+				err = fmt.Errorf("dir %d: parent %d, but entry %q is in %d", child.Ino, p, name, d.Ino)
+				return false
 			}
 			queue = append(queue, child)
+			return true
+		})
+		if err != nil {
+			return err
 		}
-		if want := 2 + subdirs; d.attr.Nlink != want {
-			return fmt.Errorf("dir %d: nlink %d, want %d", d.attr.Ino, d.attr.Nlink, want)
+		if want := 2 + subdirs; d.Nlink != want {
+			return fmt.Errorf("dir %d: nlink %d, want %d", d.Ino, d.Nlink, want)
 		}
 	}
+	if err := e.checkStore(); err != nil {
+		return err
+	}
 	var used uint64
-	for ino, n := range e.nodes {
-		if n.attr.Ino != ino {
-			return fmt.Errorf("node %d stored under %d", n.attr.Ino, ino)
+	for slot := uint32(1); slot < e.st.nodes.next; slot++ {
+		n := e.at(slot)
+		ino := n.Ino
+		if ino == 0 {
+			continue
 		}
 		if ino.Partition() != e.part || uint64(ino)&(1<<localBits-1) >= e.next {
 			return fmt.Errorf("node %d outside the allocated range (next %d)", ino, e.next)
 		}
 		if !n.isDir() {
-			if !seen[ino] && refs[ino] > 0 {
-				seen[ino] = true
+			if !seen[slot] && refs[slot] > 0 {
+				seen[slot] = true
 			}
-			if n.attr.Nlink != refs[ino] {
-				return fmt.Errorf("node %d: nlink %d, but %d entries", ino, n.attr.Nlink, refs[ino])
+			if n.Nlink != refs[slot] {
+				return fmt.Errorf("node %d: nlink %d, but %d entries", ino, n.Nlink, refs[slot])
 			}
-			if n.attr.Mode&S_IFMT == S_IFREG {
-				used += n.attr.Size
+			if n.Mode&S_IFMT == S_IFREG {
+				used += n.Size
 			}
 		}
-		if !seen[ino] && !(n.attr.Nlink == 0 && n.attr.Mode&S_IFMT == S_IFREG) {
+		if !seen[slot] && !(n.Nlink == 0 && n.Mode&S_IFMT == S_IFREG) {
 			return fmt.Errorf("node %d unreachable from the root", ino)
 		}
 	}

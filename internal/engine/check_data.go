@@ -22,20 +22,20 @@ import (
 func (e *Engine) checkData() error {
 	next := e.NextSliceID()
 	uses := make(map[uint64]uint32)
-	for ino, n := range e.nodes {
-		if n.attr.Nlink == 0 {
+	for ino, n := range e.st.all() {
+		if n.Nlink == 0 {
 			if _, ok := e.orphans[ino]; !ok {
 				return fmt.Errorf("node %d has no links but is not an orphan", ino)
 			}
 		}
-		if n.file != nil && len(n.file.chunks) == 0 {
+		if x := e.st.extraOf(n); x != nil && x.file != nil && len(x.file.chunks) == 0 {
 			return fmt.Errorf("node %d: file data without chunks", ino)
 		}
-		if len(n.chunks()) > 0 && n.attr.Mode&S_IFMT != S_IFREG {
+		if len(e.chunks(n)) > 0 && n.Mode&S_IFMT != S_IFREG {
 			return fmt.Errorf("node %d is not a regular file but has chunks", ino)
 		}
-		for i, ch := range n.chunks() {
-			if i > 0 && n.chunks()[i-1].idx >= ch.idx {
+		for i, ch := range e.chunks(n) {
+			if i > 0 && e.chunks(n)[i-1].idx >= ch.idx {
 				return fmt.Errorf("node %d: chunks out of order at %d", ino, ch.idx)
 			}
 			if len(ch.slices) == 0 {
@@ -50,8 +50,8 @@ func (e *Engine) checkData() error {
 				if checkPlacement(s) != nil {
 					return fmt.Errorf("%s: bad placement off %d len %d pos %d size %d", where, s.Off, s.Len, s.Pos, s.Size)
 				}
-				if end := chunkStart(ch.idx) + uint64(s.Pos+s.Len); end > n.attr.Size {
-					return fmt.Errorf("%s: ends at %d, past the file size %d", where, end, n.attr.Size)
+				if end := chunkStart(ch.idx) + uint64(s.Pos+s.Len); end > n.Size {
+					return fmt.Errorf("%s: ends at %d, past the file size %d", where, end, n.Size)
 				}
 				for _, t := range ch.slices[:k] {
 					if t.ID == s.ID {
@@ -69,8 +69,8 @@ func (e *Engine) checkData() error {
 		}
 	}
 	for ino := range e.orphans {
-		n, ok := e.nodes[ino]
-		if !ok || n.attr.Nlink != 0 || n.attr.Mode&S_IFMT != S_IFREG {
+		n := e.node(ino)
+		if n == nil || n.Nlink != 0 || n.Mode&S_IFMT != S_IFREG {
 			return fmt.Errorf("orphan %d is not a regular file without links", ino)
 		}
 	}

@@ -10,8 +10,10 @@ import (
 
 // checkpointMagic starts every checkpoint body; the last two bytes are the
 // format version. Version 02 added the federation tables and version 03
-// the data section (checkpoint_data.go), both after the nodes.
-const checkpointMagic = "CNPYNS03"
+// the data section (checkpoint_data.go), both after the nodes; version 04
+// writes every directory after the nodes its entries name, so that Load
+// links entries as it reads them.
+const checkpointMagic = "CNPYNS04"
 
 // ErrBadCheckpoint reports a checkpoint body that does not decode into a
 // valid namespace.
@@ -27,10 +29,8 @@ func (e *Engine) WriteCheckpoint(w io.Writer) error {
 	enc.uint(uint64(e.part))
 	enc.uint(e.next)
 	enc.uint(e.used)
-	enc.uint(uint64(len(e.nodes)))
-	for _, n := range e.nodes {
-		enc.node(n)
-	}
+	enc.uint(uint64(e.st.len()))
+	e.eachChildrenFirst(func(n *node) { enc.node(e, n) })
 	enc.tables(&e.tables)
 	enc.writeData(e)
 	if enc.err != nil {
@@ -58,16 +58,8 @@ func Load(r io.Reader) (*Engine, error) {
 	if dec.err == nil && part > 1<<PartitionBits-1 {
 		return nil, fmt.Errorf("%w: partition %d", ErrBadCheckpoint, part)
 	}
-	e.nodes = make(map[Ino]*node, min(count, 1<<24))
 	for i := uint64(0); i < count && dec.err == nil; i++ {
-		n := dec.node()
-		if dec.err != nil {
-			break
-		}
-		if _, dup := e.nodes[n.attr.Ino]; dup {
-			return nil, fmt.Errorf("%w: node %d twice", ErrBadCheckpoint, n.attr.Ino)
-		}
-		e.nodes[n.attr.Ino] = n
+		dec.node(e)
 	}
 	if dec.err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadCheckpoint, dec.err)
@@ -109,32 +101,74 @@ func (e *encoder) str(s string) {
 	}
 }
 
-func (e *encoder) node(n *node) {
-	a := &n.attr
-	e.uint(uint64(a.Ino))
-	e.uint(uint64(a.Mode))
-	e.uint(uint64(a.UID))
-	e.uint(uint64(a.GID))
-	e.uint(uint64(a.Nlink))
-	e.uint(a.Size)
-	e.int(a.Atime)
-	e.int(a.Mtime)
-	e.int(a.Ctime)
-	e.uint(uint64(a.Rdev))
-	e.uint(uint64(len(n.xattrs)))
-	for k, v := range n.xattrs {
+func (e *encoder) node(eng *Engine, n *node) {
+	e.uint(uint64(n.Ino))
+	e.uint(uint64(n.Mode))
+	e.uint(uint64(n.UID))
+	e.uint(uint64(n.GID))
+	e.uint(uint64(n.Nlink))
+	e.uint(n.Size)
+	e.int(n.Atime)
+	e.int(n.Mtime)
+	e.int(n.Ctime)
+	e.uint(uint64(n.Rdev))
+	x := eng.st.extraOf(n)
+	if x == nil {
+		x = &extra{}
+	}
+	e.uint(uint64(len(x.xattrs)))
+	for k, v := range x.xattrs {
 		e.str(k)
 		e.str(string(v))
 	}
-	switch a.Mode & S_IFMT {
+	switch n.Mode & S_IFMT {
 	case S_IFLNK:
-		e.str(n.target)
+		e.str(x.target)
 	case S_IFDIR:
-		e.uint(uint64(n.parent))
-		e.uint(uint64(len(n.children)))
-		for name, ino := range n.children {
-			e.str(name)
-			e.uint(uint64(ino))
+		e.uint(uint64(x.parent))
+		e.uint(uint64(x.dir.live))
+		x.dir.each(func(name []byte, slot uint32) bool {
+			e.uint(uint64(len(name)))
+			e.raw(name)
+			e.uint(uint64(eng.at(slot).Ino))
+			return true
+		})
+	}
+}
+
+// eachChildrenFirst calls fn once for every node, each directory after
+// every node its entries name: a post-order walk from the root, then the
+// nodes no entry names (open files whose last link is gone).
+func (e *Engine) eachChildrenFirst(fn func(n *node)) {
+	done := make([]bool, e.st.nodes.next)
+	type step struct {
+		slot     uint32
+		expanded bool
+	}
+	stack := []step{{slot: e.st.slotOf(e.root)}}
+	for len(stack) > 0 {
+		top := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if done[top.slot] {
+			continue
+		}
+		n := e.at(top.slot)
+		if !n.isDir() || top.expanded {
+			done[top.slot] = true
+			fn(n)
+			continue
+		}
+		stack = append(stack, step{slot: top.slot, expanded: true})
+		e.st.extraOf(n).dir.each(func(_ []byte, slot uint32) bool {
+			if !done[slot] {
+				stack = append(stack, step{slot: slot})
+			}
+			return true
+		})
+	}
+	for slot := uint32(1); slot < e.st.nodes.next; slot++ {
+		if n := e.at(slot); n.Ino != 0 && !done[slot] {
+			fn(n)
 		}
 	}
 }
@@ -196,10 +230,11 @@ func (d *decoder) str(limit int) string {
 	return string(d.bytes(int(n)))
 }
 
-func (d *decoder) node() *node {
-	n := &node{}
-	a := &n.attr
-	a.Ino = Ino(d.uint())
+// node reads one node into e. A directory's entries must name nodes
+// read before it.
+func (d *decoder) node(e *Engine) {
+	ino := Ino(d.uint())
+	var a node
 	a.Mode = d.uint32()
 	a.UID = d.uint32()
 	a.GID = d.uint32()
@@ -209,30 +244,65 @@ func (d *decoder) node() *node {
 	a.Mtime = d.int()
 	a.Ctime = d.int()
 	a.Rdev = d.uint32()
+	if d.err != nil {
+		return
+	}
+	if ino == 0 || e.st.get(ino) != nil {
+		d.err = fmt.Errorf("node %d: zero or repeated", ino)
+		return
+	}
+	_, n := e.st.add(ino)
+	a.Ino = ino
+	*n = a
 	if nx := d.uint(); nx > 0 && d.err == nil {
-		n.xattrs = make(map[string][]byte, min(nx, 64))
+		if nx > 1<<16 {
+			d.err = fmt.Errorf("node %d: %d xattrs", ino, nx)
+			return
+		}
+		xs := make(map[string][]byte, min(nx, 64))
 		for range nx {
 			k := d.str(MaxXattrName)
 			v := d.str(MaxXattrSize)
 			if d.err != nil {
-				return nil
+				return
 			}
-			n.xattrs[k] = []byte(v)
+			xs[k] = []byte(v)
 		}
+		e.st.extra(n).xattrs = xs
 	}
-	switch a.Mode & S_IFMT {
+	switch n.Mode & S_IFMT {
 	case S_IFLNK:
-		n.target = d.str(MaxPathLen)
+		if target := d.str(MaxPathLen); d.err == nil {
+			e.st.extra(n).target = target
+		}
 	case S_IFDIR:
-		n.parent = Ino(d.uint())
+		x := e.st.extra(n)
+		x.parent = Ino(d.uint())
+		x.dir = &dirents{}
 		nc := d.uint()
-		n.children = make(map[string]Ino, min(nc, 1<<16))
+		var name [MaxNameLen]byte
 		for i := uint64(0); i < nc && d.err == nil; i++ {
-			name := d.str(MaxNameLen)
-			n.children[name] = Ino(d.uint())
+			k := d.uint()
+			if d.err == nil && (k == 0 || k > MaxNameLen) {
+				d.err = fmt.Errorf("dir %d: entry name of %d bytes", ino, k)
+				return
+			}
+			if d.err != nil {
+				return
+			}
+			if _, err := io.ReadFull(d.r, name[:k]); err != nil {
+				d.err = noEOF(err)
+				return
+			}
+			child := Ino(d.uint())
+			slot := e.st.slotOf(child)
+			if d.err == nil && slot == 0 {
+				d.err = fmt.Errorf("dir %d: entry %q names node %d, not read before it", ino, name[:k], child)
+				return
+			}
+			x.dir.addBytes(name[:k], slot)
 		}
 	}
-	return n
 }
 
 // noEOF turns a clean EOF in the middle of a structure into

@@ -27,19 +27,19 @@ func (enc *encoder) writeData(e *Engine) {
 		}
 	}
 	files := 0
-	for _, n := range e.nodes {
-		if len(n.chunks()) > 0 {
+	for _, n := range e.st.all() {
+		if len(e.chunks(n)) > 0 {
 			files++
 		}
 	}
 	enc.uint(uint64(files))
-	for _, n := range e.nodes {
-		if len(n.chunks()) == 0 {
+	for _, n := range e.st.all() {
+		if len(e.chunks(n)) == 0 {
 			continue
 		}
-		enc.uint(uint64(n.attr.Ino))
-		enc.uint(uint64(len(n.chunks())))
-		for _, ch := range n.chunks() {
+		enc.uint(uint64(n.Ino))
+		enc.uint(uint64(len(e.chunks(n))))
+		for _, ch := range e.chunks(n) {
 			enc.uint(uint64(ch.idx))
 			enc.uint(uint64(len(ch.slices)))
 			for _, s := range ch.slices {
@@ -97,8 +97,8 @@ func (d *decoder) readData(e *Engine) {
 		if d.err != nil {
 			return
 		}
-		n, ok := e.nodes[ino]
-		if !ok || n.attr.Mode&S_IFMT != S_IFREG || n.file != nil || nc == 0 || nc > maxCkptChunks {
+		n := e.node(ino)
+		if n == nil || n.Mode&S_IFMT != S_IFREG || len(e.chunks(n)) > 0 || nc == 0 || nc > maxCkptChunks {
 			d.err = fmt.Errorf("chunks of node %d: not a regular file, repeated, or %d chunks", ino, nc)
 			return
 		}
@@ -118,7 +118,7 @@ func (d *decoder) readData(e *Engine) {
 			}
 			cs = append(cs, ch)
 		}
-		n.setChunks(cs)
+		e.setChunks(n, cs)
 	}
 	ng := d.uint()
 	prev := uint64(0)
@@ -136,11 +136,11 @@ func (d *decoder) readData(e *Engine) {
 	if d.err != nil {
 		return
 	}
-	for ino, n := range e.nodes {
-		if n.attr.Nlink == 0 && !n.isDir() {
+	for ino, n := range e.st.all() {
+		if n.Nlink == 0 && !n.isDir() {
 			e.orphans[ino] = struct{}{}
 		}
-		for _, ch := range n.chunks() {
+		for _, ch := range e.chunks(n) {
 			for _, s := range ch.slices {
 				e.shared[s.ID]++
 			}

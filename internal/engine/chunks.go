@@ -28,22 +28,27 @@ type fileData struct {
 }
 
 // chunks returns n's chunks, sorted by index.
-func (n *node) chunks() []chunk {
-	if n.file == nil {
-		return nil
+func (e *Engine) chunks(n *node) []chunk {
+	if x := e.st.extraOf(n); x != nil && x.file != nil {
+		return x.file.chunks
 	}
-	return n.file.chunks
+	return nil
 }
 
 // setChunks makes cs n's chunks, dropping the fileData when it is empty.
-func (n *node) setChunks(cs []chunk) {
-	switch {
-	case len(cs) == 0:
-		n.file = nil
-	case n.file == nil:
-		n.file = &fileData{chunks: cs}
-	default:
-		n.file.chunks = cs
+func (e *Engine) setChunks(n *node, cs []chunk) {
+	if len(cs) == 0 {
+		if x := e.st.extraOf(n); x != nil {
+			x.file = nil
+			e.st.dropExtraIfEmpty(n)
+		}
+		return
+	}
+	x := e.st.extra(n)
+	if x.file == nil {
+		x.file = &fileData{chunks: cs}
+	} else {
+		x.file.chunks = cs
 	}
 }
 
@@ -55,22 +60,22 @@ func chunkStart(idx uint32) uint64 { return uint64(idx) * layout.ChunkSize }
 
 // findChunk returns the position of chunk idx in n's chunks and whether it
 // is there.
-func (n *node) findChunk(idx uint32) (int, bool) {
-	cs := n.chunks()
+func (e *Engine) findChunk(n *node, idx uint32) (int, bool) {
+	cs := e.chunks(n)
 	i := sort.Search(len(cs), func(i int) bool { return cs[i].idx >= idx })
 	return i, i < len(cs) && cs[i].idx == idx
 }
 
 // chunkFor returns chunk idx of n, adding an empty one if there is none.
-func (n *node) chunkFor(idx uint32) *chunk {
-	i, ok := n.findChunk(idx)
+func (e *Engine) chunkFor(n *node, idx uint32) *chunk {
+	i, ok := e.findChunk(n, idx)
 	if !ok {
-		cs := append(n.chunks(), chunk{})
+		cs := append(e.chunks(n), chunk{})
 		copy(cs[i+1:], cs[i:])
 		cs[i] = chunk{idx: idx}
-		n.setChunks(cs)
+		e.setChunks(n, cs)
 	}
-	return &n.file.chunks[i]
+	return &e.chunks(n)[i]
 }
 
 // regular returns the regular file ino: EISDIR for a directory, EINVAL for
@@ -80,7 +85,7 @@ func (e *Engine) regular(ino Ino) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch n.attr.Mode & S_IFMT {
+	switch n.Mode & S_IFMT {
 	case S_IFREG:
 		return n, nil
 	case S_IFDIR:
@@ -218,7 +223,7 @@ func (e *Engine) Commit(c Cred, ino Ino, writes []SliceWrite, size uint64, mtime
 	if len(writes) > MaxCommitWrites {
 		return Attr{}, syscall.EINVAL
 	}
-	newSize := max(n.attr.Size, size)
+	newSize := max(n.Size, size)
 	for i, w := range writes {
 		s := w.Slice
 		if err := checkPlacement(s); err != nil {
@@ -248,19 +253,19 @@ func (e *Engine) Commit(c Cred, ino Ino, writes []SliceWrite, size uint64, mtime
 		} else {
 			e.useID(w.Slice.ID)
 		}
-		ch := n.chunkFor(w.Chunk)
+		ch := e.chunkFor(n, w.Chunk)
 		if !slices.ContainsFunc(tc, func(t touchedChunk) bool { return t.idx == w.Chunk }) {
 			tc = append(tc, touchedChunk{idx: w.Chunk, before: len(ch.slices)})
 		}
 		ch.slices = append(ch.slices, w.Slice)
 	}
 	for _, t := range tc {
-		i, _ := n.findChunk(t.idx)
-		if ch := &n.chunks()[i]; overlapsEarlier(ch.slices, t.before) {
+		i, _ := e.findChunk(n, t.idx)
+		if ch := &e.chunks(n)[i]; overlapsEarlier(ch.slices, t.before) {
 			e.prune(ch, now)
 		}
 	}
-	a := &n.attr
+	a := n
 	e.used += newSize - a.Size
 	a.Size = newSize
 	if mtime == 0 {
@@ -270,7 +275,7 @@ func (e *Engine) Commit(c Cred, ino Ino, writes []SliceWrite, size uint64, mtime
 	if len(writes) > 0 && !c.IsRoot() {
 		killSetID(c, a, a.GID)
 	}
-	return *a, nil
+	return a.Attr(), nil
 }
 
 // firstUse returns the index of the first write of id in ws, or -1.
@@ -326,7 +331,7 @@ func (e *Engine) ReadChunks(ino Ino, first, count uint32) (Attr, []ChunkView, er
 		return Attr{}, nil, err
 	}
 	count = min(max(count, 1), MaxReadChunks)
-	size := n.attr.Size
+	size := n.Size
 	var views []ChunkView
 	for k := uint32(0); k < count; k++ {
 		idx := first + k
@@ -339,8 +344,8 @@ func (e *Engine) ReadChunks(ino Ino, first, count uint32) (Attr, []ChunkView, er
 		}
 		limit := uint32(min(size-start, layout.ChunkSize))
 		v := ChunkView{Chunk: idx}
-		if i, ok := n.findChunk(idx); ok {
-			ss := n.chunks()[i].slices
+		if i, ok := e.findChunk(n, idx); ok {
+			ss := e.chunks(n)[i].slices
 			v.Stored = len(ss)
 			v.Slices = withHoles(resolve(ss, limit), limit)
 		} else {
@@ -348,7 +353,7 @@ func (e *Engine) ReadChunks(ino Ino, first, count uint32) (Attr, []ChunkView, er
 		}
 		views = append(views, v)
 	}
-	return n.attr, views, nil
+	return n.Attr(), views, nil
 }
 
 // truncateData cuts n's data at size: chunks wholly beyond it go, slices
@@ -356,7 +361,7 @@ func (e *Engine) ReadChunks(ino Ino, first, count uint32) (Attr, []ChunkView, er
 // so that growing the file later reads zeros there. Dropped ids become
 // garbage at now unless still used elsewhere.
 func (e *Engine) truncateData(n *node, size uint64, now int64) {
-	cs := n.chunks()
+	cs := e.chunks(n)
 	keep := cs[:0]
 	for _, ch := range cs {
 		start := chunkStart(ch.idx)
@@ -389,17 +394,17 @@ func (e *Engine) truncateData(n *node, size uint64, now int64) {
 		keep = append(keep, ch)
 	}
 	clear(cs[len(keep):])
-	n.setChunks(keep)
+	e.setChunks(n, keep)
 }
 
 // freeData releases every slice of n at time now.
 func (e *Engine) freeData(n *node, now int64) {
-	for _, ch := range n.chunks() {
+	for _, ch := range e.chunks(n) {
 		for _, s := range ch.slices {
 			e.unref(s, now)
 		}
 	}
-	n.setChunks(nil)
+	e.setChunks(n, nil)
 }
 
 // Compact replaces the first len(oldIDs) stored slices of chunk idx of
@@ -426,11 +431,11 @@ func (e *Engine) Compact(ino Ino, idx uint32, oldIDs []uint64, s Slice, now int6
 	if e.pendingBatch(s.ID) == nil {
 		return syscall.EINVAL
 	}
-	i, ok := n.findChunk(idx)
+	i, ok := e.findChunk(n, idx)
 	if !ok {
 		return syscall.EAGAIN
 	}
-	ch := &n.chunks()[i]
+	ch := &e.chunks(n)[i]
 	if len(ch.slices) < len(oldIDs) {
 		return syscall.EAGAIN
 	}

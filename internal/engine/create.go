@@ -29,7 +29,7 @@ func (e *Engine) prepareEntry(c Cred, parent Ino, name string) (*node, error) {
 	if err := checkLen(name); err != nil {
 		return nil, err
 	}
-	if _, taken := d.children[name]; taken {
+	if e.entries(d).find(name) >= 0 {
 		return nil, syscall.EEXIST
 	}
 	if err := access(c, d, mayWrite); err != nil {
@@ -40,12 +40,12 @@ func (e *Engine) prepareEntry(c Cred, parent Ino, name string) (*node, error) {
 
 // newNode creates a node of the given type and mode owned by c in directory
 // d, applying set-group-id inheritance as Linux's inode_init_owner.
-func (e *Engine) newNode(c Cred, d *node, mode uint32, now int64) *node {
+func (e *Engine) newNode(c Cred, d *node, mode uint32, now int64) (uint32, *node) {
 	typ := mode & S_IFMT
 	mode = typ | mode&0o7777
 	gid := c.GID
-	if d.attr.Mode&S_ISGID != 0 {
-		gid = d.attr.GID
+	if d.Mode&S_ISGID != 0 {
+		gid = d.GID
 		if typ == S_IFDIR {
 			mode |= S_ISGID
 		}
@@ -53,12 +53,10 @@ func (e *Engine) newNode(c Cred, d *node, mode uint32, now int64) *node {
 	if typ != S_IFDIR && mode&(S_ISGID|0o010) == S_ISGID|0o010 && !c.IsRoot() && !c.InGroup(gid) {
 		mode &^= S_ISGID
 	}
-	n := &node{attr: Attr{
-		Ino: e.alloc(), Mode: mode, UID: c.UID, GID: gid, Nlink: 1,
-		Atime: now, Mtime: now, Ctime: now,
-	}}
-	e.nodes[n.attr.Ino] = n
-	return n
+	slot, n := e.st.add(e.alloc())
+	n.Mode, n.UID, n.GID, n.Nlink = mode, c.UID, gid, 1
+	n.Atime, n.Mtime, n.Ctime = now, now, now
+	return slot, n
 }
 
 // Mkdir creates directory name in parent with permission bits mode.
@@ -69,14 +67,15 @@ func (e *Engine) Mkdir(c Cred, parent Ino, name string, mode uint32, now int64) 
 	}
 	// mkdir keeps only the permission and sticky bits of mode; set-group-id
 	// comes from the parent alone.
-	n := e.newNode(c, d, S_IFDIR|mode&(0o777|S_ISVTX), now)
-	n.attr.Nlink = 2
-	n.attr.Size = dirSize
-	n.parent = d.attr.Ino
-	n.children = make(map[string]Ino)
-	d.addEntry(name, n.attr.Ino, now)
-	d.attr.Nlink++
-	return n.attr, nil
+	slot, n := e.newNode(c, d, S_IFDIR|mode&(0o777|S_ISVTX), now)
+	n.Nlink = 2
+	n.Size = dirSize
+	x := e.st.extra(n)
+	x.parent = d.Ino
+	x.dir = &dirents{}
+	e.addEntry(d, name, slot, now)
+	d.Nlink++
+	return n.Attr(), nil
 }
 
 // Mknod creates a regular file, fifo, socket or device node name in parent.
@@ -102,12 +101,12 @@ func (e *Engine) Mknod(c Cred, parent Ino, name string, mode, rdev uint32, now i
 	if (typ == S_IFCHR || typ == S_IFBLK) && !c.IsRoot() {
 		return Attr{}, syscall.EPERM
 	}
-	n := e.newNode(c, d, mode, now)
+	slot, n := e.newNode(c, d, mode, now)
 	if typ == S_IFCHR || typ == S_IFBLK {
-		n.attr.Rdev = rdev
+		n.Rdev = rdev
 	}
-	d.addEntry(name, n.attr.Ino, now)
-	return n.attr, nil
+	e.addEntry(d, name, slot, now)
+	return n.Attr(), nil
 }
 
 // Symlink creates symlink name in parent pointing at target.
@@ -127,11 +126,11 @@ func (e *Engine) Symlink(c Cred, parent Ino, name, target string, now int64) (At
 	if err != nil {
 		return Attr{}, err
 	}
-	n := e.newNode(c, d, S_IFLNK|0o777, now)
-	n.target = target
-	n.attr.Size = uint64(len(target))
-	d.addEntry(name, n.attr.Ino, now)
-	return n.attr, nil
+	slot, n := e.newNode(c, d, S_IFLNK|0o777, now)
+	e.st.extra(n).target = target
+	n.Size = uint64(len(target))
+	e.addEntry(d, name, slot, now)
+	return n.Attr(), nil
 }
 
 // Link adds entry newName in newParent for the existing node ino, which
@@ -149,14 +148,14 @@ func (e *Engine) Link(c Cred, ino Ino, newParent Ino, newName string, now int64)
 	if n.isDir() {
 		return Attr{}, syscall.EPERM
 	}
-	if n.attr.Nlink == 0 {
+	if n.Nlink == 0 {
 		return Attr{}, syscall.ENOENT // an open file whose last link is gone, as Linux's vfs_link
 	}
-	if n.attr.Nlink >= MaxLinks {
+	if n.Nlink >= MaxLinks {
 		return Attr{}, syscall.EMLINK
 	}
-	n.attr.Nlink++
-	n.attr.Ctime = now
-	d.addEntry(newName, ino, now)
-	return n.attr, nil
+	n.Nlink++
+	n.Ctime = now
+	e.addEntry(d, newName, e.st.slotOf(ino), now)
+	return n.Attr(), nil
 }

@@ -204,11 +204,11 @@ func (m *dataModel) truncate(f *mfile) {
 // truncated down and up in between, which the engine must notice (EAGAIN
 // or a compacted slice cut short) so that no old byte comes back.
 func (m *dataModel) compact(f *mfile, stale bool) {
-	n := m.e.nodes[f.ino]
+	n := m.e.node(f.ino)
 	var ch *chunk
-	for i := range n.chunks() {
-		if len(n.chunks()[i].slices) > 1 {
-			ch = &n.chunks()[i]
+	for i := range m.e.chunks(n) {
+		if len(m.e.chunks(n)[i].slices) > 1 {
+			ch = &m.e.chunks(n)[i]
 			break
 		}
 	}
@@ -239,7 +239,7 @@ func (m *dataModel) compact(f *mfile, stale bool) {
 		m.committed[id] = true
 	case stale && errors.Is(err, syscall.EAGAIN):
 	default:
-		m.t.Fatalf("compact %s chunk %d of %v: %v\nstored %v", f.name, idx, old, err, m.e.nodes[f.ino].chunks())
+		m.t.Fatalf("compact %s chunk %d of %v: %v\nstored %v", f.name, idx, old, err, m.e.chunks(m.e.node(f.ino)))
 	}
 }
 
@@ -283,7 +283,7 @@ func (m *dataModel) verify(step int, what string) {
 					i++
 				}
 				m.t.Fatalf("step %d (%s): %s window %d byte %d (offset %d): engine %d, model %d\nstored %v",
-					step, what, f.name, w, i, modelWindows[w]+uint64(i), got[w][i], f.win[w][i], m.e.nodes[f.ino].chunks())
+					step, what, f.name, w, i, modelWindows[w]+uint64(i), got[w][i], f.win[w][i], m.e.chunks(m.e.node(f.ino)))
 			}
 		}
 	}
@@ -481,15 +481,15 @@ func TestDataModel(t *testing.T) {
 // garbage, pending batches, the allocator, orphans.
 func dumpData(e *Engine) string {
 	var b strings.Builder
-	inos := make([]Ino, 0, len(e.nodes))
-	for ino := range e.nodes {
+	inos := make([]Ino, 0, e.Len())
+	for ino := range e.st.all() {
 		inos = append(inos, ino)
 	}
 	slices.Sort(inos)
 	for _, ino := range inos {
-		n := e.nodes[ino]
-		fmt.Fprintf(&b, "%d:%d:%d", ino, n.attr.Size, n.attr.Nlink)
-		for _, ch := range n.chunks() {
+		n := e.node(ino)
+		fmt.Fprintf(&b, "%d:%d:%d", ino, n.Size, n.Nlink)
+		for _, ch := range e.chunks(n) {
 			fmt.Fprintf(&b, " [%d %v]", ch.idx, ch.slices)
 		}
 		b.WriteString("\n")

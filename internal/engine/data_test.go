@@ -275,8 +275,8 @@ func TestTruncateDownUpReadsZeros(t *testing.T) {
 	if g, _ := e.ListGarbage(0, 0, 0); len(g) != 1 || g[0].ID != id || g[0].Freed != 7 {
 		t.Fatalf("garbage after truncate to 0: %v", g)
 	}
-	if e.nodes[f].file != nil {
-		t.Fatalf("chunks left after truncate to 0: %v", e.nodes[f].chunks())
+	if len(e.chunks(e.node(f))) != 0 {
+		t.Fatalf("chunks left after truncate to 0: %v", e.chunks(e.node(f)))
 	}
 }
 
@@ -462,7 +462,7 @@ func TestLoadRejectsBadData(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Make a slice reach past the file size: Check must refuse it.
-	e.nodes[f].chunks()[0].slices[0].Pos = 5
+	e.chunks(e.node(f))[0].slices[0].Pos = 5
 	var buf bytes.Buffer
 	if err := e.WriteCheckpoint(&buf); err != nil {
 		t.Fatal(err)
@@ -471,7 +471,7 @@ func TestLoadRejectsBadData(t *testing.T) {
 		t.Fatalf("load of a slice past the end: %v", err)
 	}
 	// Truncated anywhere in the data section: refused, no panic.
-	e.nodes[f].chunks()[0].slices[0].Pos = 0
+	e.chunks(e.node(f))[0].slices[0].Pos = 0
 	buf.Reset()
 	if err := e.WriteCheckpoint(&buf); err != nil {
 		t.Fatal(err)
@@ -505,7 +505,7 @@ func TestCompactIdsInAnyOrder(t *testing.T) {
 	if err := e.Compact(f, 0, []uint64{a1, b1}, Slice{ID: n, Size: 150, Len: 150}, 6); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.nodes[f].chunks()[0].slices; len(got) != 2 || got[0].ID != n || got[1].ID != c1 {
+	if got := e.chunks(e.node(f))[0].slices; len(got) != 2 || got[0].ID != n || got[1].ID != c1 {
 		t.Fatalf("stored after compaction: %v", got)
 	}
 }

@@ -1,9 +1,6 @@
 package engine
 
-import (
-	"sort"
-	"syscall"
-)
+import "syscall"
 
 // nominal capacity reported by Statfs until the data path reports real use.
 const (
@@ -13,46 +10,17 @@ const (
 	dirSize       = 4096 // st_size of a directory, as on ext4
 )
 
-// node is one inode of the namespace.
-type node struct {
-	attr     Attr
-	parent   Ino               // directories only: the directory that holds it (root: itself)
-	children map[string]Ino    // directories only
-	sorted   *nameCache        // directories only: children's names in order; nil when stale
-	target   string            // symlinks only
-	xattrs   map[string][]byte // nil when there are none
-	file     *fileData         // regular files with data only: stored slices per chunk
-}
-
-// nameCache is a directory's child names in byte order, built for paged
-// listings. Behind a pointer, like fileData, so that a node stays within
-// 128 bytes.
-type nameCache struct{ names []string }
-
-func (n *node) isDir() bool { return n.attr.Mode&S_IFMT == S_IFDIR }
-
-// sortedNames returns the directory's child names in byte order, rebuilding
-// the cache if a mutation dropped it.
-func (n *node) sortedNames() []string {
-	if n.sorted == nil {
-		names := make([]string, 0, len(n.children))
-		for name := range n.children {
-			names = append(names, name)
-		}
-		sort.Strings(names)
-		n.sorted = &nameCache{names: names}
-	}
-	return n.sorted.names
-}
-
 // Engine is the namespace of one partition. See the package doc for the
 // ownership rule: one goroutine, no locks.
 type Engine struct {
 	part  uint16
 	root  Ino
-	nodes map[Ino]*node
+	st    store  // the nodes; see store.go
 	next  uint64 // next local inode number to hand out
 	used  uint64 // bytes in regular files, for Statfs
+
+	idleCursor uint32 // the extra record the idle sweep visits next; see idle.go
+	idleQuiet  int    // records the sweep has visited in a row with nothing to do
 
 	tables Tables // the federation tables (partition 0 only); see tables.go
 
@@ -79,17 +47,14 @@ func (e *Engine) initData() {
 // New returns an engine holding an empty namespace for partition p: a root
 // directory owned by root with mode 0755, created at time now.
 func New(p uint16, now int64) *Engine {
-	e := &Engine{part: p, root: RootIno(p), nodes: make(map[Ino]*node), next: 2, tables: tablesFor(p)}
+	e := &Engine{part: p, root: RootIno(p), next: 2, tables: tablesFor(p)}
 	e.initData()
-	root := &node{
-		attr: Attr{
-			Ino: e.root, Mode: S_IFDIR | 0o755, Nlink: 2, Size: dirSize,
-			Atime: now, Mtime: now, Ctime: now,
-		},
-		parent:   e.root,
-		children: make(map[string]Ino),
-	}
-	e.nodes[e.root] = root
+	_, root := e.st.add(e.root)
+	root.Mode, root.Nlink, root.Size = S_IFDIR|0o755, 2, dirSize
+	root.Atime, root.Mtime, root.Ctime = now, now, now
+	x := e.st.extra(root)
+	x.parent = e.root
+	x.dir = &dirents{}
 	return e
 }
 
@@ -100,12 +65,12 @@ func (e *Engine) Partition() uint16 { return e.part }
 func (e *Engine) Root() Ino { return e.root }
 
 // Len returns the number of nodes, the root included.
-func (e *Engine) Len() int { return len(e.nodes) }
+func (e *Engine) Len() int { return e.st.len() }
 
 // get returns the node ino, or ENOENT.
 func (e *Engine) get(ino Ino) (*node, error) {
-	n, ok := e.nodes[ino]
-	if !ok {
+	n := e.st.get(ino)
+	if n == nil {
 		return nil, syscall.ENOENT
 	}
 	return n, nil
@@ -130,18 +95,38 @@ func (e *Engine) alloc() Ino {
 	return ino
 }
 
-// addEntry links name -> ino into dir d and updates d's times.
-func (d *node) addEntry(name string, ino Ino, now int64) {
-	d.children[name] = ino
-	d.sorted = nil
-	d.attr.Mtime, d.attr.Ctime = now, now
+// node returns the node ino, which must exist.
+func (e *Engine) node(ino Ino) *node { return e.st.get(ino) }
+
+// at returns the node in slot, which must be live.
+func (e *Engine) at(slot uint32) *node { return e.st.nodes.at(slot) }
+
+// entries returns directory d's entries, marked used and inflated.
+func (e *Engine) entries(d *node) *dirents { return e.touch(e.st.extraOf(d).dir) }
+
+// parentOf returns the inode number of directory d's parent.
+func (e *Engine) parentOf(d *node) Ino { return e.st.extraOf(d).parent }
+
+// child returns the node that entry name of directory d names, and its
+// slot, or nil.
+func (e *Engine) child(d *node, name string) (uint32, *node) {
+	slot := e.entries(d).lookup(name)
+	if slot == 0 {
+		return 0, nil
+	}
+	return slot, e.at(slot)
+}
+
+// addEntry links name -> slot into dir d and updates d's times.
+func (e *Engine) addEntry(d *node, name string, slot uint32, now int64) {
+	e.entries(d).add(name, slot)
+	d.Mtime, d.Ctime = now, now
 }
 
 // removeEntry unlinks name from dir d and updates d's times.
-func (d *node) removeEntry(name string, now int64) {
-	delete(d.children, name)
-	d.sorted = nil
-	d.attr.Mtime, d.attr.Ctime = now, now
+func (e *Engine) removeEntry(d *node, name string, now int64) {
+	e.entries(d).remove(name)
+	d.Mtime, d.Ctime = now, now
 }
 
 // dropLink removes one link to n; a node with no links left is freed,
@@ -150,14 +135,14 @@ func (d *node) removeEntry(name string, now int64) {
 // last Close.
 func (e *Engine) dropLink(n *node, now int64) {
 	if n.isDir() {
-		n.attr.Nlink = 0
+		n.Nlink = 0
 	} else {
-		n.attr.Nlink--
+		n.Nlink--
 	}
-	n.attr.Ctime = now
-	if n.attr.Nlink == 0 {
-		if n.attr.Mode&S_IFMT == S_IFREG && (e.holdOrphans || e.opens[n.attr.Ino] > 0) {
-			e.orphans[n.attr.Ino] = struct{}{}
+	n.Ctime = now
+	if n.Nlink == 0 {
+		if n.Mode&S_IFMT == S_IFREG && (e.holdOrphans || e.opens[n.Ino] > 0) {
+			e.orphans[n.Ino] = struct{}{}
 			return
 		}
 		e.freeNode(n, now)

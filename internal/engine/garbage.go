@@ -100,8 +100,8 @@ func (e *Engine) ListSlices(after uint64, limit int) (refs []SliceRef, eof bool)
 	// whether any follow) whenever 4*limit have piled up: memory stays
 	// proportional to the page, not to the partition.
 	bound := uint64(1<<64 - 1)
-	for _, n := range e.nodes {
-		for _, ch := range n.chunks() {
+	for _, n := range e.st.all() {
+		for _, ch := range e.chunks(n) {
 			for _, s := range ch.slices {
 				if s.ID > after && s.ID <= bound {
 					refs = append(refs, SliceRef{ID: s.ID, Size: s.Size})

@@ -1089,6 +1089,34 @@ var (
 	flagSeeds = flag.Int("seeds", 0, "TestModel: number of default seeds to run (0: the default)")
 )
 
+// modelVariant is one way of running the randomized test: the pool of
+// names directories are built from, and whether the idle sweep packs every
+// directory after every step (so that every operation meets packed
+// directories and inflates them).
+type modelVariant struct {
+	name    string
+	names   []string
+	compact bool
+	seeds   int // default seeds to run
+}
+
+var modelVariants = []modelVariant{
+	{name: "small", names: modelNames, seeds: defaultModelSeeds},
+	{name: "compact", names: modelNames, compact: true, seeds: 4},
+	{name: "wide", names: wideNames, seeds: 4},
+	{name: "wide-compact", names: wideNames, compact: true, seeds: 4},
+}
+
+// wideNames lets directories grow past smallDir entries, so that their
+// entry index is built, grown, shrunk and dropped.
+var wideNames = func() []string {
+	names := make([]string, 40)
+	for i := range names {
+		names[i] = fmt.Sprintf("n%02d", i)
+	}
+	return names
+}()
+
 const (
 	defaultModelSeeds = 16
 	defaultModelSteps = 5000
@@ -1103,11 +1131,17 @@ func TestModel(t *testing.T) {
 	if *flagSteps > 0 {
 		steps = *flagSteps
 	}
+	for _, v := range modelVariants {
+		t.Run(v.name, func(t *testing.T) { runModel(t, v, steps) })
+	}
+}
+
+func runModel(t *testing.T, v modelVariant, steps int) {
 	seeds := []int64{}
 	if *flagSeed != 0 {
 		seeds = append(seeds, *flagSeed)
 	} else {
-		k := defaultModelSeeds
+		k := v.seeds
 		if *flagSeeds > 0 {
 			k = *flagSeeds
 		}
@@ -1119,9 +1153,10 @@ func TestModel(t *testing.T) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			start := time.Now()
 			d := newDriver(seed)
+			d.names, d.compact = v.names, v.compact
 			if step, err := d.run(steps); err != nil {
-				t.Fatalf("seed %d, step %d: %v\n%s\nreproduce: go test ./internal/engine -run 'TestModel' -seed=%d -steps=%d",
-					seed, step, err, d.history(), seed, step)
+				t.Fatalf("seed %d, step %d: %v\n%s\nreproduce: go test ./internal/engine -run 'TestModel/%s' -seed=%d -steps=%d",
+					seed, step, err, d.history(), v.name, seed, step)
 			}
 			t.Logf("seed %d: %d steps in %v, %d nodes at the end", seed, steps, time.Since(start).Round(time.Millisecond), len(d.m.nodes))
 			if testing.Verbose() {
@@ -1149,6 +1184,9 @@ type driver struct {
 	step  int
 	log   []string       // recent operations and their results
 	stats map[string]int // "op result" -> count, for -v
+
+	names   []string // the pool of ordinary names
+	compact bool     // pack every directory after every step
 }
 
 func newDriver(seed int64) *driver {
@@ -1159,6 +1197,7 @@ func newDriver(seed int64) *driver {
 		m:     newModel(modelPartition, t0),
 		now:   t0,
 		stats: map[string]int{},
+		names: modelNames,
 	}
 }
 
@@ -1187,6 +1226,11 @@ func (d *driver) run(steps int) (int, error) {
 		if err := d.randomOp(); err != nil {
 			return d.step, err
 		}
+		if d.compact {
+			if err := d.packAll(); err != nil {
+				return d.step, err
+			}
+		}
 		if err := d.e.Check(); err != nil {
 			return d.step, fmt.Errorf("engine Check: %v", err)
 		}
@@ -1197,6 +1241,19 @@ func (d *driver) run(steps int) (int, error) {
 		}
 	}
 	return steps, nil
+}
+
+// packAll runs the idle sweep until it has nothing left to do: every
+// directory with entries is packed by then, and must still be.
+func (d *driver) packAll() error {
+	for d.e.CompactIdle(1<<20) > 0 {
+	}
+	for ino, n := range d.e.st.all() {
+		if x := d.e.st.extraOf(n); n.isDir() && x.dir.live > 0 && x.dir.packed == nil {
+			return fmt.Errorf("dir %d with %d entries not packed after the sweep", ino, x.dir.live)
+		}
+	}
+	return nil
 }
 
 // ---- random choices ----
@@ -1226,7 +1283,7 @@ func (d *driver) name() string {
 	if d.chance(6) {
 		return badNames[d.pick(len(badNames))]
 	}
-	return modelNames[d.pick(len(modelNames))]
+	return d.names[d.pick(len(d.names))]
 }
 
 // comp is a path component: mostly pool names, sometimes "." / ".." or a
@@ -1242,7 +1299,7 @@ func (d *driver) comp() string {
 	case d.chance(1):
 		return long256
 	}
-	return modelNames[d.pick(len(modelNames))]
+	return d.names[d.pick(len(d.names))]
 }
 
 // path returns an absolute path of one to three components, sometimes with

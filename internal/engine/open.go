@@ -24,7 +24,7 @@ func (e *Engine) Open(c Cred, ino Ino, flags uint32) (Attr, error) {
 	if err != nil {
 		return Attr{}, err
 	}
-	if n.attr.Nlink == 0 {
+	if n.Nlink == 0 {
 		return Attr{}, syscall.ENOENT // an orphan is kept for those who have it open
 	}
 	var want uint32
@@ -48,7 +48,7 @@ func (e *Engine) Open(c Cred, ino Ino, flags uint32) (Attr, error) {
 		return Attr{}, err
 	}
 	e.opens[ino]++
-	return n.attr, nil
+	return n.Attr(), nil
 }
 
 // Close ends one Open of ino (EBADF if it is not open). Closing the last
@@ -65,7 +65,7 @@ func (e *Engine) Close(ino Ino, now int64) error {
 	}
 	delete(e.opens, ino)
 	if _, orphan := e.orphans[ino]; orphan && !e.holdOrphans {
-		e.freeNode(e.nodes[ino], now)
+		e.freeNode(e.node(ino), now)
 	}
 	return nil
 }
@@ -93,7 +93,7 @@ func (e *Engine) ReleaseOrphans(now int64) {
 	e.holdOrphans = false
 	for ino := range e.orphans {
 		if e.opens[ino] == 0 {
-			e.freeNode(e.nodes[ino], now)
+			e.freeNode(e.node(ino), now)
 		}
 	}
 }
@@ -101,11 +101,11 @@ func (e *Engine) ReleaseOrphans(now int64) {
 // freeNode removes the node n, which has no links left, and releases its
 // data at now.
 func (e *Engine) freeNode(n *node, now int64) {
-	if n.attr.Mode&S_IFMT == S_IFREG {
-		e.used -= n.attr.Size
+	if n.Mode&S_IFMT == S_IFREG {
+		e.used -= n.Size
 		e.freeData(n, now)
 	}
-	delete(e.orphans, n.attr.Ino)
-	delete(e.opens, n.attr.Ino)
-	delete(e.nodes, n.attr.Ino)
+	delete(e.orphans, n.Ino)
+	delete(e.opens, n.Ino)
+	e.st.remove(n.Ino)
 }

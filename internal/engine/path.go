@@ -61,16 +61,15 @@ func (e *Engine) lookupIn(c Cred, d *node, name string) (*node, error) {
 	case ".":
 		return d, nil
 	case "..":
-		return e.get(d.parent)
+		return e.get(e.parentOf(d))
 	}
 	if err := checkLen(name); err != nil {
 		return nil, err
 	}
-	ino, ok := d.children[name]
-	if !ok {
-		return nil, syscall.ENOENT
+	if _, n := e.child(d, name); n != nil {
+		return n, nil
 	}
-	return e.get(ino)
+	return nil, syscall.ENOENT
 }
 
 // walker resolves paths, counting the symlinks it follows across one call.
@@ -86,7 +85,7 @@ type walker struct {
 func (w *walker) walk(start *node, path string, follow bool) (*node, error) {
 	cur := start
 	if strings.HasPrefix(path, "/") {
-		cur = w.e.nodes[w.e.root]
+		cur = w.e.node(w.e.root)
 	}
 	trailing := strings.HasSuffix(path, "/")
 	rest := strings.Trim(path, "/")
@@ -105,12 +104,12 @@ func (w *walker) walk(start *node, path string, follow bool) (*node, error) {
 			return nil, err
 		}
 		last := rest == ""
-		if next.attr.Mode&S_IFMT == S_IFLNK && (!last || follow || trailing) {
+		if next.Mode&S_IFMT == S_IFLNK && (!last || follow || trailing) {
 			w.links++
 			if w.links > MaxSymlinks {
 				return nil, syscall.ELOOP
 			}
-			if next, err = w.walk(cur, next.target, true); err != nil {
+			if next, err = w.walk(cur, w.e.st.extraOf(next).target, true); err != nil {
 				return nil, err
 			}
 		}
@@ -130,11 +129,11 @@ func (e *Engine) Resolve(c Cred, path string, follow bool) (Attr, error) {
 		return Attr{}, err
 	}
 	w := walker{e: e, c: c}
-	n, err := w.walk(e.nodes[e.root], path, follow)
+	n, err := w.walk(e.node(e.root), path, follow)
 	if err != nil {
 		return Attr{}, err
 	}
-	return n.attr, nil
+	return n.Attr(), nil
 }
 
 // ResolveIno is Resolve returning only the inode number.
@@ -158,12 +157,12 @@ func (e *Engine) ResolveParent(c Cred, path string) (Ino, string, error) {
 	i := strings.LastIndexByte(trimmed, '/')
 	dirPath, name := trimmed[:i+1], trimmed[i+1:]
 	w := walker{e: e, c: c}
-	d, err := w.walk(e.nodes[e.root], dirPath, true)
+	d, err := w.walk(e.node(e.root), dirPath, true)
 	if err != nil {
 		return 0, "", err
 	}
 	if !d.isDir() {
 		return 0, "", syscall.ENOTDIR
 	}
-	return d.attr.Ino, name, nil
+	return d.Ino, name, nil
 }

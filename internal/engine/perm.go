@@ -14,7 +14,7 @@ const (
 // group class if c is in n's group, else the other class. Root passes,
 // except that executing a non-directory needs some execute bit.
 func access(c Cred, n *node, want uint32) error {
-	mode := n.attr.Mode
+	mode := n.Mode
 	if c.IsRoot() {
 		if want&mayExec != 0 && !n.isDir() && mode&0o111 == 0 {
 			return syscall.EACCES
@@ -23,9 +23,9 @@ func access(c Cred, n *node, want uint32) error {
 	}
 	var bits uint32
 	switch {
-	case c.UID == n.attr.UID:
+	case c.UID == n.UID:
 		bits = mode >> 6 & 7
-	case c.InGroup(n.attr.GID):
+	case c.InGroup(n.GID):
 		bits = mode >> 3 & 7
 	default:
 		bits = mode & 7
@@ -37,7 +37,7 @@ func access(c Cred, n *node, want uint32) error {
 }
 
 // isOwner reports whether c owns n or is root.
-func isOwner(c Cred, n *node) bool { return c.IsRoot() || c.UID == n.attr.UID }
+func isOwner(c Cred, n *node) bool { return c.IsRoot() || c.UID == n.UID }
 
 // mayDelete checks that c may remove or replace the entry of victim in dir
 // d: write and search permission on d and, if d is sticky, ownership of d
@@ -46,7 +46,7 @@ func mayDelete(c Cred, d, victim *node) error {
 	if err := access(c, d, mayWrite|mayExec); err != nil {
 		return err
 	}
-	if d.attr.Mode&S_ISVTX != 0 && !c.IsRoot() && c.UID != d.attr.UID && c.UID != victim.attr.UID {
+	if d.Mode&S_ISVTX != 0 && !c.IsRoot() && c.UID != d.UID && c.UID != victim.UID {
 		return syscall.EPERM
 	}
 	return nil

@@ -1,9 +1,6 @@
 package engine
 
-import (
-	"sort"
-	"syscall"
-)
+import "syscall"
 
 // DefaultReaddirLimit is the page size of Readdir when the caller gives none.
 const DefaultReaddirLimit = 1024
@@ -22,7 +19,7 @@ func (e *Engine) Lookup(c Cred, parent Ino, name string) (Attr, error) {
 	if err != nil {
 		return Attr{}, err
 	}
-	return n.attr, nil
+	return n.Attr(), nil
 }
 
 // GetAttr returns the attributes of ino. Like NFS's GETATTR it checks no
@@ -32,7 +29,7 @@ func (e *Engine) GetAttr(ino Ino) (Attr, error) {
 	if err != nil {
 		return Attr{}, err
 	}
-	return n.attr, nil
+	return n.Attr(), nil
 }
 
 // Readlink returns the target of the symlink ino (EINVAL if it is not one).
@@ -41,10 +38,10 @@ func (e *Engine) Readlink(ino Ino) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if n.attr.Mode&S_IFMT != S_IFLNK {
+	if n.Mode&S_IFMT != S_IFLNK {
 		return "", syscall.EINVAL
 	}
-	return n.target, nil
+	return e.st.extraOf(n).target, nil
 }
 
 // Readdir returns up to limit entries of directory ino whose names sort
@@ -62,27 +59,28 @@ func (e *Engine) Readdir(c Cred, ino Ino, cursor string, limit int, withAttrs bo
 	if limit <= 0 {
 		limit = DefaultReaddirLimit
 	}
-	names := d.sortedNames()
+	des := e.entries(d)
+	offs := des.sortedOffsets()
 	i := 0
 	if cursor != "" {
-		i = sort.Search(len(names), func(k int) bool { return names[k] > cursor })
+		i = des.firstAfter(offs, cursor)
 	}
-	end := min(i+limit, len(names))
+	end := min(i+limit, len(offs))
 	ents = make([]Dirent, 0, end-i)
-	for _, name := range names[i:end] {
-		child := e.nodes[d.children[name]]
-		ent := Dirent{Name: name, Ino: child.attr.Ino, Type: child.attr.Mode & S_IFMT}
+	for _, off := range offs[i:end] {
+		child := e.at(des.slotAt(int(off)))
+		ent := Dirent{Name: des.nameString(int(off)), Ino: child.Ino, Type: child.Mode & S_IFMT}
 		if withAttrs {
-			ent.Attr = child.attr
+			ent.Attr = child.Attr()
 		}
 		ents = append(ents, ent)
 	}
 	if end > i {
-		next = names[end-1]
+		next = ents[len(ents)-1].Name
 	} else {
 		next = cursor
 	}
-	return ents, next, end == len(names), nil
+	return ents, next, end == len(offs), nil
 }
 
 // Statfs returns the partition's capacity and use.
@@ -91,7 +89,7 @@ func (e *Engine) Statfs() Statfs {
 		TotalBytes:  nominalBytes,
 		UsedBytes:   e.used,
 		TotalInodes: nominalInodes,
-		UsedInodes:  uint64(len(e.nodes)),
+		UsedInodes:  uint64(e.st.len()),
 		BlockSize:   blockSize,
 		MaxName:     MaxNameLen,
 	}
@@ -113,8 +111,8 @@ func (e *Engine) Summary(c Cred, ino Ino) (Summary, error) {
 		stack = stack[:len(stack)-1]
 		if !n.isDir() {
 			s.Files++
-			if n.attr.Mode&S_IFMT == S_IFREG {
-				s.Bytes += n.attr.Size
+			if n.Mode&S_IFMT == S_IFREG {
+				s.Bytes += n.Size
 			}
 			continue
 		}
@@ -122,9 +120,10 @@ func (e *Engine) Summary(c Cred, ino Ino) (Summary, error) {
 		if err := access(c, n, mayRead|mayExec); err != nil {
 			return Summary{}, err
 		}
-		for _, child := range n.children {
-			stack = append(stack, e.nodes[child])
-		}
+		e.st.extraOf(n).dir.each(func(_ []byte, slot uint32) bool {
+			stack = append(stack, e.at(slot))
+			return true
+		})
 	}
 	return s, nil
 }

@@ -23,11 +23,9 @@ func (e *Engine) prepareRemove(c Cred, parent Ino, name string, dotErr func(stri
 	if err = checkLen(name); err != nil {
 		return nil, nil, err
 	}
-	ino, ok := d.children[name]
-	if !ok {
+	if _, victim = e.child(d, name); victim == nil {
 		return nil, nil, syscall.ENOENT
 	}
-	victim = e.nodes[ino]
 	if err = mayDelete(c, d, victim); err != nil {
 		return nil, nil, err
 	}
@@ -44,7 +42,7 @@ func (e *Engine) Unlink(c Cred, parent Ino, name string, now int64) error {
 	if victim.isDir() {
 		return syscall.EISDIR
 	}
-	d.removeEntry(name, now)
+	e.removeEntry(d, name, now)
 	e.dropLink(victim, now)
 	return nil
 }
@@ -64,11 +62,11 @@ func (e *Engine) Rmdir(c Cred, parent Ino, name string, now int64) error {
 	if !victim.isDir() {
 		return syscall.ENOTDIR
 	}
-	if len(victim.children) > 0 {
+	if e.st.extraOf(victim).dir.live > 0 {
 		return syscall.ENOTEMPTY
 	}
-	d.removeEntry(name, now)
-	d.attr.Nlink--
+	e.removeEntry(d, name, now)
+	d.Nlink--
 	e.dropLink(victim, now)
 	return nil
 }

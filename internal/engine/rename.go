@@ -48,19 +48,15 @@ func (e *Engine) Rename(c Cred, parent Ino, name string, newParent Ino, newName 
 	if err := checkLen(name); err != nil {
 		return err
 	}
-	oino, ok := od.children[name]
-	if !ok {
+	oslot, src := e.child(od, name)
+	if src == nil {
 		return syscall.ENOENT
 	}
-	src := e.nodes[oino]
 	if err := checkLen(newName); err != nil {
 		return err
 	}
-	nino, exists := nd.children[newName]
-	var dst *node
-	if exists {
-		dst = e.nodes[nino]
-	}
+	nslot, dst := e.child(nd, newName)
+	exists := dst != nil
 	switch {
 	case flags&RenameNoReplace != 0 && exists:
 		return syscall.EEXIST
@@ -83,26 +79,33 @@ func (e *Engine) Rename(c Cred, parent Ino, name string, newParent Ino, newName 
 		return err
 	}
 	if exchange {
-		e.exchange(od, name, src, nd, newName, dst, now)
+		e.exchange(od, name, oslot, src, nd, newName, nslot, dst, now)
 		return nil
 	}
 	if exists {
-		if dst.isDir() && len(dst.children) > 0 {
+		if dst.isDir() && e.st.extraOf(dst).dir.live > 0 {
 			return syscall.ENOTEMPTY
 		}
 		if dst.isDir() {
-			nd.attr.Nlink--
+			nd.Nlink--
 		}
 		e.dropLink(dst, now)
 	}
-	od.removeEntry(name, now)
-	nd.addEntry(newName, oino, now)
-	if src.isDir() && od != nd {
-		od.attr.Nlink--
-		nd.attr.Nlink++
-		src.parent = nd.attr.Ino
+	if exists {
+		// The entry stays where it is and names the source now.
+		e.entries(nd).replace(newName, oslot)
+		nd.Mtime, nd.Ctime = now, now
+		e.removeEntry(od, name, now)
+	} else {
+		e.removeEntry(od, name, now)
+		e.addEntry(nd, newName, oslot, now)
 	}
-	src.attr.Ctime = now
+	if src.isDir() && od != nd {
+		od.Nlink--
+		nd.Nlink++
+		e.st.extraOf(src).parent = nd.Ino
+	}
+	src.Ctime = now
 	return nil
 }
 
@@ -145,24 +148,24 @@ func (e *Engine) checkRenamePerms(c Cred, od, src, nd, dst *node, exchange bool)
 }
 
 // exchange swaps entries name of od (src) and newName of nd (dst).
-func (e *Engine) exchange(od *node, name string, src *node, nd *node, newName string, dst *node, now int64) {
-	od.children[name] = dst.attr.Ino
-	nd.children[newName] = src.attr.Ino
-	od.attr.Mtime, od.attr.Ctime = now, now
-	nd.attr.Mtime, nd.attr.Ctime = now, now
+func (e *Engine) exchange(od *node, name string, oslot uint32, src *node, nd *node, newName string, nslot uint32, dst *node, now int64) {
+	e.entries(od).replace(name, nslot)
+	e.entries(nd).replace(newName, oslot)
+	od.Mtime, od.Ctime = now, now
+	nd.Mtime, nd.Ctime = now, now
 	if od != nd {
 		if src.isDir() {
-			src.parent = nd.attr.Ino
-			od.attr.Nlink--
-			nd.attr.Nlink++
+			e.st.extraOf(src).parent = nd.Ino
+			od.Nlink--
+			nd.Nlink++
 		}
 		if dst.isDir() {
-			dst.parent = od.attr.Ino
-			nd.attr.Nlink--
-			od.attr.Nlink++
+			e.st.extraOf(dst).parent = od.Ino
+			nd.Nlink--
+			od.Nlink++
 		}
 	}
-	src.attr.Ctime, dst.attr.Ctime = now, now
+	src.Ctime, dst.Ctime = now, now
 }
 
 // isAncestor reports whether directory a is d or one of d's ancestors.
@@ -171,9 +174,9 @@ func (e *Engine) isAncestor(a, d *node) bool {
 		if d == a {
 			return true
 		}
-		if d.attr.Ino == e.root {
+		if d.Ino == e.root {
 			return false
 		}
-		d = e.nodes[d.parent]
+		d = e.node(e.parentOf(d))
 	}
 }

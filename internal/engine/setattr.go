@@ -17,9 +17,9 @@ func (e *Engine) SetAttr(c Cred, ino Ino, s SetAttr, now int64) (Attr, error) {
 		return Attr{}, err
 	}
 	if s.Valid == 0 {
-		return n.attr, nil
+		return n.Attr(), nil
 	}
-	a := &n.attr
+	a := n
 	oldGID := a.GID
 	if s.Valid&(SetUID|SetGID) != 0 {
 		if s.Valid&SetUID != 0 {
@@ -63,14 +63,14 @@ func (e *Engine) SetAttr(c Cred, ino Ino, s SetAttr, now int64) (Attr, error) {
 		a.Mtime = s.Mtime
 	}
 	a.Ctime = now
-	return *a, nil
+	return a.Attr(), nil
 }
 
 // checkSetAttr is SetAttr's permission and type check.
 func checkSetAttr(c Cred, n *node, s SetAttr) error {
 	owner := isOwner(c, n)
 	if s.Valid&SetMode != 0 {
-		if n.attr.Mode&S_IFMT == S_IFLNK {
+		if n.Mode&S_IFMT == S_IFLNK {
 			return syscall.EOPNOTSUPP // symlinks have no mode of their own
 		}
 		if !owner {
@@ -80,15 +80,15 @@ func checkSetAttr(c Cred, n *node, s SetAttr) error {
 	// chown_ok and chgrp_ok: only root gives a node away; the owner may
 	// "change" the owner to itself, and the group to one of its groups or
 	// to the group it already has.
-	if s.Valid&SetUID != 0 && !c.IsRoot() && (c.UID != n.attr.UID || s.UID != n.attr.UID) {
+	if s.Valid&SetUID != 0 && !c.IsRoot() && (c.UID != n.UID || s.UID != n.UID) {
 		return syscall.EPERM
 	}
 	if s.Valid&SetGID != 0 && !c.IsRoot() &&
-		(c.UID != n.attr.UID || !c.InGroup(s.GID) && s.GID != n.attr.GID) {
+		(c.UID != n.UID || !c.InGroup(s.GID) && s.GID != n.GID) {
 		return syscall.EPERM
 	}
 	if s.Valid&SetSize != 0 {
-		switch n.attr.Mode & S_IFMT {
+		switch n.Mode & S_IFMT {
 		case S_IFREG:
 		case S_IFDIR:
 			return syscall.EISDIR
@@ -119,7 +119,7 @@ func checkSetAttr(c Cred, n *node, s SetAttr) error {
 // killSetID clears set-user-id and, as Linux 6.2 and later do on chown
 // and truncate, set-group-id when it means "run with the group" (group
 // execute set) or when c is neither root nor in the file's group gid.
-func killSetID(c Cred, a *Attr, gid uint32) {
+func killSetID(c Cred, a *node, gid uint32) {
 	a.Mode &^= S_ISUID
 	if a.Mode&0o010 != 0 || !c.IsRoot() && !c.InGroup(gid) {
 		a.Mode &^= S_ISGID

@@ -67,14 +67,14 @@ func xattrAccess(c Cred, n *node, name string, want uint32) error {
 		}
 		return nil
 	case strings.HasPrefix(name, nsUser):
-		typ := n.attr.Mode & S_IFMT
+		typ := n.Mode & S_IFMT
 		if typ != S_IFREG && typ != S_IFDIR {
 			if want == mayRead {
 				return syscall.ENODATA
 			}
 			return syscall.EPERM
 		}
-		if typ == S_IFDIR && n.attr.Mode&S_ISVTX != 0 && want == mayWrite && !isOwner(c, n) {
+		if typ == S_IFDIR && n.Mode&S_ISVTX != 0 && want == mayWrite && !isOwner(c, n) {
 			return syscall.EPERM
 		}
 	}
@@ -98,7 +98,7 @@ func (e *Engine) GetXattr(c Cred, ino Ino, name string) ([]byte, error) {
 	if err := checkNamespace(name); err != nil {
 		return nil, err
 	}
-	v, ok := n.xattrs[name]
+	v, ok := e.xattrsOf(n)[name]
 	if !ok {
 		return nil, syscall.ENODATA
 	}
@@ -129,18 +129,19 @@ func (e *Engine) SetXattr(c Cred, ino Ino, name string, value []byte, flags uint
 	if err := checkNamespace(name); err != nil {
 		return err
 	}
-	_, exists := n.xattrs[name]
+	_, exists := e.xattrsOf(n)[name]
 	switch {
 	case flags&XattrCreate != 0 && exists:
 		return syscall.EEXIST
 	case flags&XattrReplace != 0 && !exists:
 		return syscall.ENODATA
 	}
-	if n.xattrs == nil {
-		n.xattrs = make(map[string][]byte)
+	x := e.st.extra(n)
+	if x.xattrs == nil {
+		x.xattrs = make(map[string][]byte)
 	}
-	n.xattrs[name] = append([]byte(nil), value...)
-	n.attr.Ctime = now
+	x.xattrs[name] = append([]byte(nil), value...)
+	n.Ctime = now
 	return nil
 }
 
@@ -151,8 +152,9 @@ func (e *Engine) ListXattr(c Cred, ino Ino) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, 0, len(n.xattrs))
-	for name := range n.xattrs {
+	xs := e.xattrsOf(n)
+	names := make([]string, 0, len(xs))
+	for name := range xs {
 		if strings.HasPrefix(name, nsTrusted) && !c.IsRoot() {
 			continue
 		}
@@ -177,13 +179,23 @@ func (e *Engine) RemoveXattr(c Cred, ino Ino, name string, now int64) error {
 	if err := checkNamespace(name); err != nil {
 		return err
 	}
-	if _, ok := n.xattrs[name]; !ok {
+	x := e.st.extraOf(n)
+	if _, ok := e.xattrsOf(n)[name]; !ok {
 		return syscall.ENODATA
 	}
-	delete(n.xattrs, name)
-	if len(n.xattrs) == 0 {
-		n.xattrs = nil
+	delete(x.xattrs, name)
+	if len(x.xattrs) == 0 {
+		x.xattrs = nil
+		e.st.dropExtraIfEmpty(n)
 	}
-	n.attr.Ctime = now
+	n.Ctime = now
+	return nil
+}
+
+// xattrsOf returns n's attributes, nil when it has none.
+func (e *Engine) xattrsOf(n *node) map[string][]byte {
+	if x := e.st.extraOf(n); x != nil {
+		return x.xattrs
+	}
 	return nil
 }

@@ -1,0 +1,265 @@
+package engine
+
+import (
+	"encoding/binary"
+	"hash/maphash"
+	"slices"
+	"strings"
+)
+
+// dirents is one directory's entries, without a Go allocation per entry:
+//
+//   - buf holds the entries packed one after another, each the child's
+//     node slot (4 bytes, little endian), the name's length (1 byte) and
+//     the name. A removed entry keeps its bytes with slot 0 until the
+//     buffer is rewritten.
+//   - index is an open-addressing table over the live entries' offsets
+//     (offset+1; 0 is empty), placed by a hash of the name. Small
+//     directories have none and are scanned.
+//   - sorted is the live entries' offsets in name order, built for paged
+//     listings and dropped by any change of names.
+//   - packed is the compressed form of an idle directory (idle.go): buf,
+//     index and sorted are nil while it is set.
+type dirents struct {
+	buf    []byte
+	index  []uint32
+	sorted []uint32
+	packed []byte
+	live   int  // live entries
+	dead   int  // bytes of removed entries in buf
+	ref    bool // used since the idle sweep last passed
+}
+
+// Sizes of the entry layout.
+const (
+	entHeader = 5 // slot and name length
+
+	// smallDir is the most entries a directory scans instead of indexing;
+	// an index is dropped again below smallDir/2.
+	smallDir = 8
+)
+
+var nameSeed = maphash.MakeSeed()
+
+func hashName(name string) uint32 { return uint32(maphash.String(nameSeed, name)) }
+
+// pos maps a hash to a bucket of an index of n buckets.
+func pos(h uint32, n int) int { return int(uint64(h) * uint64(n) >> 32) }
+
+func (d *dirents) slotAt(off int) uint32 { return binary.LittleEndian.Uint32(d.buf[off:]) }
+
+func (d *dirents) setSlotAt(off int, slot uint32) {
+	binary.LittleEndian.PutUint32(d.buf[off:], slot)
+}
+
+// nameAt returns the name of the entry at off, sharing buf's bytes: it is
+// valid only until the next change of the directory.
+func (d *dirents) nameAt(off int) []byte {
+	n := int(d.buf[off+4])
+	return d.buf[off+entHeader : off+entHeader+n]
+}
+
+// nameString returns the name of the entry at off as a string of its own.
+func (d *dirents) nameString(off int) string { return string(d.nameAt(off)) }
+
+// next returns the offset of the entry after the one at off.
+func (d *dirents) next(off int) int { return off + entHeader + int(d.buf[off+4]) }
+
+// find returns the offset of the live entry name, or -1.
+func (d *dirents) find(name string) int {
+	if d.index == nil {
+		for off := 0; off < len(d.buf); off = d.next(off) {
+			if d.slotAt(off) != 0 && string(d.nameAt(off)) == name {
+				return off
+			}
+		}
+		return -1
+	}
+	n := len(d.index)
+	for i := pos(hashName(name), n); ; i++ {
+		if i == n {
+			i = 0
+		}
+		v := d.index[i]
+		if v == 0 {
+			return -1
+		}
+		if off := int(v - 1); string(d.nameAt(off)) == name {
+			return off
+		}
+	}
+}
+
+// lookup returns the slot of the child name, or 0.
+func (d *dirents) lookup(name string) uint32 {
+	if off := d.find(name); off >= 0 {
+		return d.slotAt(off)
+	}
+	return 0
+}
+
+// add appends the entry name -> slot; name must not be there.
+func (d *dirents) add(name string, slot uint32) { addEntry(d, name, slot) }
+
+// addBytes is add for a name held in bytes.
+func (d *dirents) addBytes(name []byte, slot uint32) { addEntry(d, name, slot) }
+
+func addEntry[S string | []byte](d *dirents, name S, slot uint32) {
+	off := len(d.buf)
+	d.buf = binary.LittleEndian.AppendUint32(d.buf, slot)
+	d.buf = append(d.buf, byte(len(name)))
+	d.buf = append(d.buf, name...)
+	d.live++
+	d.sorted = nil
+	switch {
+	case d.index != nil:
+		if (d.live+1)*4 > len(d.index)*3 {
+			d.reindex()
+		} else {
+			d.place(off)
+		}
+	case d.live > smallDir:
+		d.reindex()
+	}
+}
+
+// remove deletes the live entry name and returns its slot (0 if absent).
+func (d *dirents) remove(name string) uint32 {
+	off := d.find(name)
+	if off < 0 {
+		return 0
+	}
+	slot := d.slotAt(off)
+	if d.index != nil {
+		d.unplace(off)
+	}
+	d.setSlotAt(off, 0)
+	d.live--
+	d.dead += entHeader + len(name)
+	d.sorted = nil
+	if d.dead > 256 && d.dead*2 > len(d.buf) {
+		d.rewrite()
+	} else if d.index != nil && (d.live < smallDir/2 || d.live*8 < len(d.index)) {
+		d.reindex()
+	}
+	return slot
+}
+
+// replace points the live entry name at slot instead.
+func (d *dirents) replace(name string, slot uint32) {
+	if off := d.find(name); off >= 0 {
+		d.setSlotAt(off, slot)
+	}
+}
+
+// place puts the entry at off into the index.
+func (d *dirents) place(off int) {
+	n := len(d.index)
+	i := pos(hashName(string(d.nameAt(off))), n)
+	for d.index[i] != 0 {
+		if i++; i == n {
+			i = 0
+		}
+	}
+	d.index[i] = uint32(off + 1)
+}
+
+// unplace takes the entry at off out of the index, shifting later entries
+// of its run back so that no lookup stops short.
+func (d *dirents) unplace(off int) {
+	n := len(d.index)
+	i := pos(hashName(string(d.nameAt(off))), n)
+	for d.index[i] != uint32(off+1) {
+		if i++; i == n {
+			i = 0
+		}
+	}
+	for j := i + 1; ; j++ {
+		if j == n {
+			j = 0
+		}
+		v := d.index[j]
+		if v == 0 {
+			break
+		}
+		h := pos(hashName(string(d.nameAt(int(v-1)))), n)
+		if (j-h+n)%n >= (j-i+n)%n {
+			d.index[i] = v
+			i = j
+		}
+	}
+	d.index[i] = 0
+}
+
+// reindex builds the index for the live entries, or drops it for a small
+// directory. A new index is half full.
+func (d *dirents) reindex() {
+	if d.live <= smallDir/2 || (d.index == nil && d.live <= smallDir) {
+		d.index = nil
+		return
+	}
+	d.index = make([]uint32, 2*d.live+1)
+	for off := 0; off < len(d.buf); off = d.next(off) {
+		if d.slotAt(off) != 0 {
+			d.place(off)
+		}
+	}
+}
+
+// rewrite drops removed entries from buf; offsets change, so the index is
+// rebuilt.
+func (d *dirents) rewrite() {
+	buf := make([]byte, 0, len(d.buf)-d.dead)
+	for off := 0; off < len(d.buf); off = d.next(off) {
+		if d.slotAt(off) != 0 {
+			buf = append(buf, d.buf[off:d.next(off)]...)
+		}
+	}
+	d.buf, d.dead, d.sorted = buf, 0, nil
+	d.index = nil
+	d.reindex()
+}
+
+// each calls fn for every live entry, in the order they were added, until
+// fn returns false. name shares the directory's bytes: fn must not keep it
+// or change the directory.
+func (d *dirents) each(fn func(name []byte, slot uint32) bool) {
+	if d.packed != nil {
+		eachPacked(d.packed, fn)
+		return
+	}
+	for off := 0; off < len(d.buf); off = d.next(off) {
+		if slot := d.slotAt(off); slot != 0 && !fn(d.nameAt(off), slot) {
+			return
+		}
+	}
+}
+
+// sortedOffsets returns the live entries' offsets in name order, building
+// them if a change dropped them.
+func (d *dirents) sortedOffsets() []uint32 {
+	if d.sorted == nil {
+		offs := make([]uint32, 0, d.live)
+		for off := 0; off < len(d.buf); off = d.next(off) {
+			if d.slotAt(off) != 0 {
+				offs = append(offs, uint32(off))
+			}
+		}
+		slices.SortFunc(offs, func(a, b uint32) int {
+			return strings.Compare(string(d.nameAt(int(a))), string(d.nameAt(int(b))))
+		})
+		d.sorted = offs
+	}
+	return d.sorted
+}
+
+// firstAfter returns the position in sorted of the first name after cursor.
+func (d *dirents) firstAfter(sorted []uint32, cursor string) int {
+	i, _ := slices.BinarySearchFunc(sorted, cursor, func(off uint32, c string) int {
+		if string(d.nameAt(int(off))) <= c {
+			return -1
+		}
+		return 1
+	})
+	return i
+}

@@ -1,0 +1,196 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand"
+	"slices"
+	"testing"
+)
+
+// TestDirentsModel drives one directory's entries and a map with the same
+// random adds, removes, replacements, packs and listings, through sizes
+// that build, grow, shrink and drop the index and rewrite the buffer, and
+// compares every lookup and the whole listing as it goes.
+func TestDirentsModel(t *testing.T) {
+	for seed := int64(1); seed <= 6; seed++ {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewSource(seed))
+			d := &dirents{}
+			want := map[string]uint32{}
+			pool := 3000
+			if seed%2 == 0 {
+				pool = 40 // hovers around smallDir
+			}
+			nextSlot := uint32(1)
+			for step := range 12000 {
+				name := fmt.Sprintf("file.%d", rng.Intn(pool))
+				if rng.Intn(50) == 0 {
+					name = fmt.Sprintf("%c%0*d", 'a'+rng.Intn(26), rng.Intn(250)+1, step) // long names
+				}
+				_, exists := want[name]
+				if d.packed != nil {
+					d.unpack() // as Engine.touch does before any use
+				}
+				switch r := rng.Intn(100); {
+				case r < 45 && !exists:
+					d.add(name, nextSlot)
+					want[name] = nextSlot
+					nextSlot++
+				case r < 75 && exists:
+					if got := d.remove(name); got != want[name] {
+						t.Fatalf("step %d: remove %q gave slot %d, want %d", step, name, got, want[name])
+					}
+					delete(want, name)
+				case r < 80 && exists:
+					d.replace(name, nextSlot)
+					want[name] = nextSlot
+					nextSlot++
+				case r < 81:
+					d.pack()
+					if err := d.check(); err != nil {
+						t.Fatalf("step %d: packed: %v", step, err)
+					}
+					compareEach(t, step, d, want)
+				default:
+					if got := d.lookup(name); got != want[name] {
+						t.Fatalf("step %d: lookup %q = %d, want %d", step, name, got, want[name])
+					}
+				}
+				if step%211 == 0 && d.packed == nil {
+					if err := d.check(); err != nil {
+						t.Fatalf("step %d: %v", step, err)
+					}
+					compareListing(t, step, d, want)
+				}
+			}
+			if d.packed != nil {
+				d.unpack()
+			}
+			compareListing(t, -1, d, want)
+		})
+	}
+}
+
+// compareListing checks d's sorted listing and its each against want.
+func compareListing(t *testing.T, step int, d *dirents, want map[string]uint32) {
+	t.Helper()
+	if d.live != len(want) {
+		t.Fatalf("step %d: %d live entries, want %d", step, d.live, len(want))
+	}
+	names := make([]string, 0, len(want))
+	for name := range want {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	offs := d.sortedOffsets()
+	if len(offs) != len(names) {
+		t.Fatalf("step %d: sorted has %d entries, want %d", step, len(offs), len(names))
+	}
+	for i, off := range offs {
+		if got := d.nameString(int(off)); got != names[i] || d.slotAt(int(off)) != want[names[i]] {
+			t.Fatalf("step %d: sorted[%d] = %q -> %d, want %q -> %d", step, i, got, d.slotAt(int(off)), names[i], want[names[i]])
+		}
+	}
+	if len(names) > 2 {
+		cur := names[len(names)/2]
+		if i := d.firstAfter(offs, cur); i != len(names)/2+1 {
+			t.Fatalf("step %d: first after %q at %d, want %d", step, cur, i, len(names)/2+1)
+		}
+	}
+	compareEach(t, step, d, want)
+}
+
+// compareEach checks that d's each, packed or not, yields exactly want.
+func compareEach(t *testing.T, step int, d *dirents, want map[string]uint32) {
+	t.Helper()
+	seen := 0
+	d.each(func(name []byte, slot uint32) bool {
+		if want[string(name)] != slot {
+			t.Fatalf("step %d: each gave %q -> %d, want %d", step, name, slot, want[string(name)])
+		}
+		seen++
+		return true
+	})
+	if seen != len(want) {
+		t.Fatalf("step %d: each gave %d entries, want %d", step, seen, len(want))
+	}
+}
+
+// TestCompactIdleSteps checks the sweep's contract: a directory used since
+// the sweep last passed is left alone for one more round, every step stays
+// within its budget plus one directory, packed directories answer as
+// before, and a round with nothing to do ends the sweep until something is
+// used again.
+func TestCompactIdleSteps(t *testing.T) {
+	e := New(0, 1)
+	var dirs []Ino
+	for k := range 20 {
+		a, err := e.Mkdir(Root, e.Root(), fmt.Sprintf("d%d", k), 0o755, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, a.Ino)
+		for i := range 300 {
+			if _, err := e.Mknod(Root, a.Ino, fmt.Sprintf("f%d", i), 0o644, 0, 3); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The first round only clears the marks the creates left.
+	packed := func() int {
+		k := 0
+		for _, ino := range dirs {
+			if e.st.extraOf(e.node(ino)).dir.packed != nil {
+				k++
+			}
+		}
+		return k
+	}
+	// One directory visited costs one: a budget of 21 is one round over
+	// the root and the 20 directories, all marked by the creates.
+	if w := e.CompactIdle(len(dirs) + 1); w != len(dirs)+1 {
+		t.Fatalf("first round did %d work, want %d", w, len(dirs)+1)
+	}
+	if k := packed(); k != 0 {
+		t.Fatalf("%d directories packed in the round that cleared their marks", k)
+	}
+	for {
+		w := e.CompactIdle(1000)
+		if w == 0 {
+			break
+		}
+		if w > 1000+300 {
+			t.Fatalf("step did %d work, budget 1000 plus one directory of 300", w)
+		}
+	}
+	if k := packed(); k != len(dirs) {
+		t.Fatalf("%d of %d directories packed after the sweep settled", k, len(dirs))
+	}
+	if w := e.CompactIdle(1000); w != 0 {
+		t.Fatalf("settled sweep did %d work", w)
+	}
+	// A lookup inflates one directory; the sweep wakes up and packs it
+	// again after a round.
+	a, err := e.Lookup(Root, dirs[3], "f123")
+	if err != nil || a.Ino == 0 {
+		t.Fatalf("lookup in a packed directory: %v %v", a, err)
+	}
+	if k := packed(); k != len(dirs)-1 {
+		t.Fatalf("%d directories packed after one lookup, want %d", k, len(dirs)-1)
+	}
+	if e.CompactIdle(1000) == 0 {
+		t.Fatal("sweep stayed asleep after a directory was used")
+	}
+	for e.CompactIdle(1000) > 0 {
+	}
+	if k := packed(); k != len(dirs) {
+		t.Fatalf("%d of %d directories packed after the second sweep", k, len(dirs))
+	}
+	if err := e.Check(); err != nil {
+		t.Fatal(err)
+	}
+	ents, _, eof, err := e.Readdir(Root, dirs[7], "", 0, false)
+	if err != nil || !eof || len(ents) != 300 || ents[0].Name != "f0" || ents[299].Name != "f99" {
+		t.Fatalf("listing a packed directory: %d entries, eof %v, err %v", len(ents), eof, err)
+	}
+}

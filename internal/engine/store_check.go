@@ -1,0 +1,103 @@
+package engine
+
+import "fmt"
+
+// checkStore verifies the storage layout itself: every live node is found
+// in the index under its own slot, the index holds nothing else, every
+// extra record is named by exactly one node and holds what the node's type
+// allows, and every directory's entry index finds each of its entries.
+func (e *Engine) checkStore() error {
+	s := &e.st
+	live := 0
+	auxOwner := make(map[uint32]Ino)
+	for slot := uint32(1); slot < s.nodes.next; slot++ {
+		n := s.nodes.at(slot)
+		if n.Ino == 0 {
+			if n.aux != 0 {
+				return fmt.Errorf("free slot %d names extra %d", slot, n.aux)
+			}
+			continue
+		}
+		live++
+		if got := s.slotOf(n.Ino); got != slot {
+			return fmt.Errorf("node %d in slot %d, but the index says %d", n.Ino, slot, got)
+		}
+		if n.aux != 0 {
+			if prev, dup := auxOwner[n.aux]; dup {
+				return fmt.Errorf("extra %d named by nodes %d and %d", n.aux, prev, n.Ino)
+			}
+			auxOwner[n.aux] = n.Ino
+		}
+		if err := e.checkExtra(n); err != nil {
+			return err
+		}
+	}
+	if live != s.nodes.live || live != s.index.count {
+		return fmt.Errorf("%d live nodes, but the slab counts %d and the index %d", live, s.nodes.live, s.index.count)
+	}
+	if len(auxOwner) != s.extras.live {
+		return fmt.Errorf("%d extras named, but %d live", len(auxOwner), s.extras.live)
+	}
+	return nil
+}
+
+// checkExtra verifies n's extra record against its type.
+func (e *Engine) checkExtra(n *node) error {
+	x := e.st.extraOf(n)
+	typ := n.Mode & S_IFMT
+	switch {
+	case typ == S_IFDIR && (x == nil || x.dir == nil):
+		return fmt.Errorf("dir %d has no entries", n.Ino)
+	case typ != S_IFDIR && x != nil && x.dir != nil:
+		return fmt.Errorf("node %d is no directory but has entries", n.Ino)
+	case typ == S_IFLNK && (x == nil || x.target == "" || uint64(len(x.target)) != n.Size):
+		return fmt.Errorf("symlink %d: target missing or its length not the size", n.Ino)
+	case typ != S_IFLNK && x != nil && x.target != "":
+		return fmt.Errorf("node %d is no symlink but has a target", n.Ino)
+	case x != nil && x.dir == nil && x.target == "" && x.xattrs == nil && x.file == nil:
+		return fmt.Errorf("node %d has an empty extra record", n.Ino)
+	}
+	if x != nil && x.dir != nil {
+		return x.dir.check()
+	}
+	return nil
+}
+
+// check verifies d's bookkeeping: live and dead counts, and that the index
+// (if any) finds every live entry at its offset.
+func (d *dirents) check() error {
+	if d.packed != nil {
+		count := 0
+		eachPacked(d.packed, func([]byte, uint32) bool { count++; return true })
+		if count != d.live {
+			return fmt.Errorf("packed directory holds %d entries, counts %d", count, d.live)
+		}
+		return nil
+	}
+	live, dead := 0, 0
+	for off := 0; off < len(d.buf); off = d.next(off) {
+		if d.slotAt(off) == 0 {
+			dead += d.next(off) - off
+			continue
+		}
+		live++
+		if got := d.find(string(d.nameAt(off))); got != off {
+			return fmt.Errorf("entry %q at %d, but found at %d", d.nameAt(off), off, got)
+		}
+	}
+	if live != d.live || dead != d.dead {
+		return fmt.Errorf("directory holds %d live and %d dead bytes, counts %d and %d", live, dead, d.live, d.dead)
+	}
+	if d.index != nil {
+		used := 0
+		for _, v := range d.index {
+			if v != 0 {
+				used++
+			}
+		}
+		if used != d.live {
+			return fmt.Errorf("directory index holds %d entries, %d live", used, d.live)
+		}
+	}
+	return nil
+}
