@@ -13,11 +13,11 @@ const (
 // Engine is the namespace of one partition. See the package doc for the
 // ownership rule: one goroutine, no locks.
 type Engine struct {
-	part  uint16
-	root  Ino
-	st    store  // the nodes; see store.go
-	next  uint64 // next local inode number to hand out
-	used  uint64 // bytes in regular files, for Statfs
+	part uint16
+	root Ino
+	st   store  // the nodes; see store.go
+	next uint64 // next local inode number to hand out
+	used uint64 // bytes in regular files, for Statfs
 
 	idleCursor uint32 // the extra record the idle sweep visits next; see idle.go
 	idleQuiet  int    // records the sweep has visited in a row with nothing to do
