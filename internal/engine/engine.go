@@ -21,6 +21,9 @@ type Engine struct {
 
 	idleCursor uint32 // the extra record the idle sweep visits next; see idle.go
 	idleQuiet  int    // records the sweep has visited in a row with nothing to do
+	idleRounds uint64 // rounds the sweep has begun
+	packedDirs int    // directories packed now
+	inflations uint64 // packed directories inflated for use
 
 	tables Tables // the federation tables (partition 0 only); see tables.go
 

@@ -37,6 +37,7 @@ func (e *Engine) CompactIdle(budget int) int {
 		e.idleCursor++
 		if e.idleCursor >= uint32(total) {
 			e.idleCursor = 1
+			e.idleRounds++
 		}
 		work++
 		x := e.st.extras.at(e.idleCursor)
@@ -52,11 +53,15 @@ func (e *Engine) CompactIdle(budget int) int {
 		default:
 			work += d.live
 			d.pack()
+			e.packedDirs++
 			e.idleQuiet = 0
 		}
 	}
 	return work
 }
+
+// IdleRounds returns the number of rounds the idle sweep has begun.
+func (e *Engine) IdleRounds() uint64 { return e.idleRounds }
 
 // touch marks d used and inflates it if it is packed. Every operation on a
 // directory's entries goes through it.
@@ -67,9 +72,17 @@ func (e *Engine) touch(d *dirents) *dirents {
 	}
 	if d.packed != nil {
 		d.unpack()
+		e.packedDirs--
+		e.inflations++
 	}
 	return d
 }
+
+// PackedDirs returns the number of directories packed now.
+func (e *Engine) PackedDirs() int { return e.packedDirs }
+
+// Inflations returns the number of times a packed directory was inflated.
+func (e *Engine) Inflations() uint64 { return e.inflations }
 
 // pack compresses the live entries and frees the buffer and index.
 func (d *dirents) pack() {

@@ -30,6 +30,10 @@ import (
 
 const crashChildEnv = "CANOPY_CRASH_CHILD_DIR"
 
+// crashCompactEnv, set in a child's environment, makes it pack every idle
+// directory after every batch.
+const crashCompactEnv = "CANOPY_CRASH_COMPACT"
+
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(crashChildEnv); dir != "" {
 		runCrashChild(dir)
@@ -42,7 +46,8 @@ func TestMain(m *testing.M) {
 // serves until killed.
 func runCrashChild(dir string) {
 	every, _ := strconv.Atoi(os.Getenv("CANOPY_CRASH_CHECKPOINT_EVERY"))
-	s, err := Open(Config{Dir: dir, CheckpointEvery: every, Logger: slog.New(slog.DiscardHandler)})
+	compact := os.Getenv(crashCompactEnv) != ""
+	s, err := Open(Config{Dir: dir, CheckpointEvery: every, CompactEveryBatch: compact, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(2)
@@ -60,12 +65,16 @@ func runCrashChild(dir string) {
 type crashChild struct {
 	cmd  *exec.Cmd
 	addr string
+	env  []string // extra environment, kept for restarts
 }
 
-func startCrashChild(t *testing.T, dir string) *crashChild {
+// startCrashChild starts a child server on dir; env is added to its
+// environment (and to that of the children that restart it).
+func startCrashChild(t *testing.T, dir string, env ...string) *crashChild {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), crashChildEnv+"="+dir, "CANOPY_CRASH_CHECKPOINT_EVERY=300")
+	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +90,7 @@ func startCrashChild(t *testing.T, dir string) *crashChild {
 		cmd.Wait()
 		t.Fatalf("child did not start: %q %v", line, err)
 	}
-	return &crashChild{cmd: cmd, addr: addr}
+	return &crashChild{cmd: cmd, addr: addr, env: env}
 }
 
 func (c *crashChild) kill() {
@@ -266,13 +275,20 @@ func TestCrashRecoversAcknowledgedOperations(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills and restarts a server 20 times")
 	}
-	const cycles, workers = 20, 4
+	t.Run("plain", func(t *testing.T) { testCrash(t, 20) })
+	// Every operation meets packed directories, and checkpoints are taken
+	// of packed directories.
+	t.Run("compact", func(t *testing.T) { testCrash(t, 10, crashCompactEnv+"=1") })
+}
+
+func testCrash(t *testing.T, cycles int, env ...string) {
+	const workers = 4
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	dir := t.TempDir()
 
-	child := startCrashChild(t, dir)
+	child := startCrashChild(t, dir, env...)
 	setup, err := client.Dial(child.addr, client.Options{Cred: &client.Cred{}})
 	if err != nil {
 		t.Fatal(err)
@@ -345,5 +361,5 @@ func loadAndKill[W crashLoad](t *testing.T, cycle int, child *crashChild, dir st
 	if _, err := Verify(Config{Dir: dir, Logger: slog.New(slog.DiscardHandler)}); err != nil {
 		t.Fatalf("cycle %d: invariants after crash: %v", cycle, err)
 	}
-	return startCrashChild(t, dir)
+	return startCrashChild(t, dir, child.env...)
 }

@@ -92,6 +92,10 @@ func (s *Server) applyLoop() {
 		for _, o := range b.ops {
 			s.applyOp(b, o, now)
 		}
+		if s.cfg.CompactEveryBatch {
+			for s.eng.CompactIdle(s.cfg.IdleBudget) > 0 {
+			}
+		}
 		s.metrics.batchOps.Observe(float64(len(b.ops)))
 		s.metrics.applySeconds.Observe(since(start))
 		s.storeGauges()
@@ -115,6 +119,20 @@ func (s *Server) nextBatch(reads, writes *chan *op) *batch {
 		if *reads == nil && *writes == nil {
 			return nil
 		}
+		// Nothing waiting: the engine's idle work goes first, one bounded
+		// step at a time, then the loop blocks.
+		if o := poll(*reads); o != nil {
+			b.ops = append(b.ops, o)
+			break
+		}
+		if o := poll(*writes); o != nil {
+			b.ops = append(b.ops, o)
+			break
+		}
+		wake, more := s.idleStep()
+		if more {
+			continue
+		}
 		select {
 		case o, ok := <-*reads:
 			if !ok {
@@ -128,6 +146,7 @@ func (s *Server) nextBatch(reads, writes *chan *op) *batch {
 				continue
 			}
 			b.ops = append(b.ops, o)
+		case <-wake:
 		}
 	}
 	for turn := 0; len(b.ops) < s.cfg.MaxBatch; turn++ {
@@ -148,10 +167,13 @@ func (s *Server) nextBatch(reads, writes *chan *op) *batch {
 }
 
 // poll takes an operation from q if one is waiting (nil for a nil or
-// closed queue).
+// closed queue: a closed queue is noticed by the blocking select).
 func poll(q chan *op) *op {
 	select {
-	case o := <-q:
+	case o, ok := <-q:
+		if !ok {
+			return nil
+		}
 		return o
 	default:
 		return nil

@@ -14,6 +14,8 @@ type metrics struct {
 	commitSeconds  prometheus.Histogram
 	recordsPerSync prometheus.Histogram
 	ckptSeconds    prometheus.Histogram
+	idleSeconds    prometheus.Histogram
+	idleWork       prometheus.Counter
 	busy           *prometheus.CounterVec
 }
 
@@ -45,6 +47,14 @@ func newMetrics(s *Server, reg prometheus.Registerer) *metrics {
 			Name: "canopy_meta_checkpoint_encode_seconds", Buckets: latencyBuckets,
 			Help: "Time the apply loop was held encoding a checkpoint of the namespace.",
 		}),
+		idleSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "canopy_meta_idle_step_seconds", Buckets: latencyBuckets,
+			Help: "Time one step of the idle sweep (packing idle directories) held the apply loop; it runs only when both queues are empty.",
+		}),
+		idleWork: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "canopy_meta_idle_work_total",
+			Help: "Work done by the idle sweep: directories visited plus entries packed.",
+		}),
 		busy: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "canopy_meta_busy_refusals_total",
 			Help: "Calls refused with BUSY because their queue (read or write) was full.",
@@ -53,7 +63,7 @@ func newMetrics(s *Server, reg prometheus.Registerer) *metrics {
 	if reg == nil {
 		return m
 	}
-	reg.MustRegister(m.batchOps, m.applySeconds, m.commitSeconds, m.recordsPerSync, m.ckptSeconds, m.busy)
+	reg.MustRegister(m.batchOps, m.applySeconds, m.commitSeconds, m.recordsPerSync, m.ckptSeconds, m.idleSeconds, m.idleWork, m.busy)
 	for class, q := range map[string]chan *op{"read": s.reads, "write": s.writes} {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "canopy_meta_queue_length", ConstLabels: prometheus.Labels{"class": class},
@@ -67,6 +77,7 @@ func newMetrics(s *Server, reg prometheus.Registerer) *metrics {
 		{"canopy_meta_log_syncs_total", "Fsyncs of the transaction log.", s.stats.syncs.Load},
 		{"canopy_meta_log_records_total", "Mutations written to the transaction log.", s.stats.records.Load},
 		{"canopy_meta_retry_cache_hits_total", "Retried mutations answered from the retry cache instead of being applied again.", s.stats.retryHits.Load},
+		{"canopy_meta_dir_inflations_total", "Packed directories inflated because an operation used them.", s.stats.inflated.Load},
 	}
 	for _, c := range counters {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help},
@@ -83,6 +94,7 @@ func newMetrics(s *Server, reg prometheus.Registerer) *metrics {
 		{"canopy_meta_garbage_slices", "Slices no file uses whose objects the collector has not purged yet.", s.stats.garbage.Load},
 		{"canopy_meta_open_files", "Files open by clients (opens counted once per file).", s.stats.openFiles.Load},
 		{"canopy_meta_orphans", "Files kept open after their last link went.", s.stats.orphans.Load},
+		{"canopy_meta_packed_dirs", "Directories the idle sweep holds compressed.", s.stats.packed.Load},
 	}
 	for _, g := range gauges {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: g.name, Help: g.help},

@@ -39,6 +39,11 @@ type Config struct {
 	TLS             *tls.Config           // serve TLS; nil = plain TCP
 	TableWatches    int                   // long-polling TABLES_GET calls parked at once; default 1024
 	Storage         string                // object store URL that VOLUME tells clients (object.Open), without secrets
+
+	// The idle sweep packs directories unused for a while (idle.go).
+	IdleBudget        int           // work per step (entries packed plus directories visited); default 1000
+	IdleRound         time.Duration // pause between rounds of the sweep; default 1s
+	CompactEveryBatch bool          // run the sweep to its end after every batch (tests: every operation meets packed directories)
 }
 
 func (c *Config) setDefaults() {
@@ -56,6 +61,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.RetryCacheSize <= 0 {
 		c.RetryCacheSize = 65536
+	}
+	if c.IdleBudget <= 0 {
+		c.IdleBudget = 1000
+	}
+	if c.IdleRound <= 0 {
+		c.IdleRound = time.Second
 	}
 	if c.CheckpointEvery <= 0 {
 		c.CheckpointEvery = 1_000_000
@@ -86,7 +97,9 @@ type Server struct {
 	nextLSN   uint64   // the LSN the next log record will get
 	lastNow   int64
 	sinceCkpt int
-	ckptLSN   uint64 // the checkpoint recovery started from; read by the checkpointer at start
+	ckptLSN   uint64      // the checkpoint recovery started from; read by the checkpointer at start
+	idlePause time.Time   // no idle sweep round starts before this; see idle.go
+	idleTimer *time.Timer // wakes the apply loop for the next round
 
 	// Owned by the committer.
 	wal *wal.Log
@@ -220,6 +233,8 @@ type stats struct {
 	garbage   atomic.Int64  // slices in the garbage list, as of the last batch
 	openFiles atomic.Int64  // files open, as of the last batch
 	orphans   atomic.Int64  // open files with no links left, as of the last batch
+	packed    atomic.Int64  // directories packed by the idle sweep, as of the last batch or step
+	inflated  atomic.Uint64 // packed directories inflated for use
 	lsn       atomic.Uint64 // last log record written
 	records   atomic.Uint64 // log records written
 	batches   atomic.Uint64 // batches applied
@@ -263,4 +278,6 @@ func (s *Server) storeGauges() {
 	s.stats.garbage.Store(int64(s.eng.GarbageLen()))
 	s.stats.openFiles.Store(int64(s.eng.OpenFiles()))
 	s.stats.orphans.Store(int64(s.eng.Orphans()))
+	s.stats.packed.Store(int64(s.eng.PackedDirs()))
+	s.stats.inflated.Store(s.eng.Inflations())
 }
