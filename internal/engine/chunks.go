@@ -27,16 +27,23 @@ type fileData struct {
 	chunks []chunk
 }
 
-// chunks returns n's chunks, sorted by index.
+// chunks returns n's chunks, sorted by index. For a file in the compact
+// one-slice form (see single) it builds them: the result is for reading,
+// and a caller that changes chunks calls expand first.
 func (e *Engine) chunks(n *node) []chunk {
+	if one := e.st.singleOf(n); one != nil {
+		return []chunk{{idx: one.chunk, slices: []Slice{one.slice}}}
+	}
 	if x := e.st.extraOf(n); x != nil && x.file != nil {
 		return x.file.chunks
 	}
 	return nil
 }
 
-// setChunks makes cs n's chunks, dropping the fileData when it is empty.
+// setChunks makes cs n's chunks, dropping the fileData when it is empty
+// and keeping a file of one slice in the compact form.
 func (e *Engine) setChunks(n *node, cs []chunk) {
+	e.st.dropSingle(n)
 	if len(cs) == 0 {
 		if x := e.st.extraOf(n); x != nil {
 			x.file = nil
@@ -49,6 +56,15 @@ func (e *Engine) setChunks(n *node, cs []chunk) {
 		x.file = &fileData{chunks: cs}
 	} else {
 		x.file.chunks = cs
+	}
+	e.st.settle(n)
+}
+
+// expand turns a file in the compact one-slice form into the full form, so
+// that its chunks can be changed in place; settle turns it back.
+func (e *Engine) expand(n *node) {
+	if e.st.singleOf(n) != nil {
+		e.st.extra(n) // moves the single into file data
 	}
 }
 
@@ -67,6 +83,7 @@ func (e *Engine) findChunk(n *node, idx uint32) (int, bool) {
 }
 
 // chunkFor returns chunk idx of n, adding an empty one if there is none.
+// n must not be in the compact form (expand).
 func (e *Engine) chunkFor(n *node, idx uint32) *chunk {
 	i, ok := e.findChunk(n, idx)
 	if !ok {
@@ -245,6 +262,8 @@ func (e *Engine) Commit(c Cred, ino Ino, writes []SliceWrite, size uint64, mtime
 		}
 	}
 
+	e.expand(n)
+	defer e.st.settle(n)
 	var touched [4]touchedChunk
 	tc := touched[:0] // chunks written, with their slice counts before
 	for i, w := range writes {
@@ -361,6 +380,7 @@ func (e *Engine) ReadChunks(ino Ino, first, count uint32) (Attr, []ChunkView, er
 // so that growing the file later reads zeros there. Dropped ids become
 // garbage at now unless still used elsewhere.
 func (e *Engine) truncateData(n *node, size uint64, now int64) {
+	e.expand(n)
 	cs := e.chunks(n)
 	keep := cs[:0]
 	for _, ch := range cs {
@@ -431,6 +451,8 @@ func (e *Engine) Compact(ino Ino, idx uint32, oldIDs []uint64, s Slice, now int6
 	if e.pendingBatch(s.ID) == nil {
 		return syscall.EINVAL
 	}
+	e.expand(n)
+	defer e.st.settle(n)
 	i, ok := e.findChunk(n, idx)
 	if !ok {
 		return syscall.EAGAIN

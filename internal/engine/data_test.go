@@ -462,7 +462,7 @@ func TestLoadRejectsBadData(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Make a slice reach past the file size: Check must refuse it.
-	e.chunks(e.node(f))[0].slices[0].Pos = 5
+	e.st.singleOf(e.node(f)).slice.Pos = 5 // a one-slice file keeps the compact form
 	var buf bytes.Buffer
 	if err := e.WriteCheckpoint(&buf); err != nil {
 		t.Fatal(err)
@@ -471,7 +471,7 @@ func TestLoadRejectsBadData(t *testing.T) {
 		t.Fatalf("load of a slice past the end: %v", err)
 	}
 	// Truncated anywhere in the data section: refused, no panic.
-	e.chunks(e.node(f))[0].slices[0].Pos = 0
+	e.st.singleOf(e.node(f)).slice.Pos = 0
 	buf.Reset()
 	if err := e.WriteCheckpoint(&buf); err != nil {
 		t.Fatal(err)
@@ -551,4 +551,73 @@ func TestListSlicesPages(t *testing.T) {
 			t.Fatalf("limit %d: listed %v, want %v", limit, got, want)
 		}
 	}
+}
+
+// A file whose data is one slice, and that has nothing else beside its
+// node, keeps that slice in the compact form; it moves to the full form
+// and back as slices, truncation and xattrs come and go, and reads the
+// same throughout.
+func TestOneSliceFormComesAndGoes(t *testing.T) {
+	e, _, f := dataFixture(t)
+	form := func() string {
+		n := e.node(f)
+		switch {
+		case e.st.singleOf(n) != nil:
+			return "single"
+		case e.st.extraOf(n) != nil && e.st.extraOf(n).file != nil:
+			return "full"
+		}
+		return "none"
+	}
+	step := func(what, want string) {
+		t.Helper()
+		if got := form(); got != want {
+			t.Fatalf("after %s: %s form, want %s", what, got, want)
+		}
+		if err := e.Check(); err != nil {
+			t.Fatalf("after %s: %v", what, err)
+		}
+	}
+	step("create", "none")
+	a := allocOne(t, e)
+	if _, err := e.Commit(credU1, f, []SliceWrite{{Slice: Slice{ID: a, Size: 100, Len: 100}}}, 0, 0, 4); err != nil {
+		t.Fatal(err)
+	}
+	step("one commit", "single")
+	b := allocOne(t, e)
+	if _, err := e.Commit(credU1, f, []SliceWrite{{Slice: Slice{ID: b, Size: 50, Len: 50, Pos: 80}}}, 0, 0, 5); err != nil {
+		t.Fatal(err)
+	}
+	step("a second, overlapping slice", "full")
+	if _, err := e.SetAttr(credU1, f, SetAttr{Valid: SetSize, Size: 60}, 6); err != nil {
+		t.Fatal(err)
+	}
+	step("truncate into the first slice", "single")
+	if err := e.SetXattr(credU1, f, "user.k", []byte("v"), 0, 7); err != nil {
+		t.Fatal(err)
+	}
+	step("an xattr", "full")
+	_, views, err := e.ReadChunks(f, 0, 1)
+	if err != nil || len(views) != 1 || len(views[0].Slices) != 1 || views[0].Slices[0].ID != a || views[0].Slices[0].Len != 60 {
+		t.Fatalf("read with an xattr: %v %v", views, err)
+	}
+	if err := e.RemoveXattr(credU1, f, "user.k", 8); err != nil {
+		t.Fatal(err)
+	}
+	step("the xattr removed", "single")
+	var buf bytes.Buffer
+	if err := e.WriteCheckpoint(&buf); err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := Load(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loaded.st.singleOf(loaded.node(f)) == nil {
+		t.Fatal("a one-slice file loads in the full form")
+	}
+	if _, err := e.SetAttr(credU1, f, SetAttr{Valid: SetSize, Size: 0}, 9); err != nil {
+		t.Fatal(err)
+	}
+	step("truncate to zero", "none")
 }

@@ -106,6 +106,14 @@ func (d *dirents) addBytes(name []byte, slot uint32) { addEntry(d, name, slot) }
 
 func addEntry[S string | []byte](d *dirents, name S, slot uint32) {
 	off := len(d.buf)
+	if need := off + entHeader + len(name); need > cap(d.buf) {
+		// Grow by an eighth rather than append's quarter or more: the
+		// buffer is most of a directory's memory, and copying it now and
+		// then costs little next to the entries it holds.
+		buf := make([]byte, off, max(need+need/8, 64))
+		copy(buf, d.buf)
+		d.buf = buf
+	}
 	d.buf = binary.LittleEndian.AppendUint32(d.buf, slot)
 	d.buf = append(d.buf, byte(len(name)))
 	d.buf = append(d.buf, name...)

@@ -11,7 +11,9 @@ package engine
 //     array of slots, keyed by the Ino stored in the record itself.
 //   - What only some nodes have (a directory's entries and parent, a
 //     symlink's target, xattrs, a file's chunks) lives in an extra record
-//     that the node names by index; a plain empty file has none.
+//     that the node names by index; a plain empty file has none, and a
+//     file whose data is one slice and has nothing else keeps the slice
+//     in a 32-byte pointer-free record instead (single).
 //   - A directory's entries are packed bytes with their own index
 //     (dirents.go), compressed while the directory is idle (idle.go).
 //
@@ -38,7 +40,18 @@ type node struct {
 	GID   uint32
 	Nlink uint32
 	Rdev  uint32
-	aux   uint32 // index of the extra record in store.extras; 0 when there is none
+	aux   uint32 // index of the extra record in store.extras, or with singleBit of the single in store.singles; 0: neither
+}
+
+// singleBit marks a node's aux as naming a single rather than an extra.
+const singleBit = 1 << 31
+
+// single is the compact form of a regular file's data when it is one slice
+// in one chunk and the file has no extra record: no fileData, no chunk
+// list, no slice list, nothing for the collector to scan.
+type single struct {
+	slice Slice
+	chunk uint32
 }
 
 // Attr returns n's attributes.
@@ -112,9 +125,10 @@ func (s *slab[T]) release(i uint32) {
 // store is the engine's nodes: the node slab, the index by inode number,
 // and the extra records.
 type store struct {
-	nodes  slab[node]
-	extras slab[extra]
-	index  inoIndex
+	nodes   slab[node]
+	extras  slab[extra]
+	singles slab[single]
+	index   inoIndex
 }
 
 // get returns the node ino, or nil.
@@ -144,8 +158,10 @@ func (s *store) remove(ino Ino) {
 	if slot == 0 {
 		return
 	}
-	if aux := s.nodes.at(slot).aux; aux != 0 {
-		s.extras.release(aux)
+	n := s.nodes.at(slot)
+	s.dropSingle(n)
+	if n.aux != 0 {
+		s.extras.release(n.aux)
 	}
 	s.nodes.release(slot)
 }
@@ -155,14 +171,55 @@ func (s *store) len() int { return s.nodes.live }
 
 // extraOf returns n's extra record, or nil if it has none.
 func (s *store) extraOf(n *node) *extra {
-	if n.aux == 0 {
+	if n.aux == 0 || n.aux&singleBit != 0 {
 		return nil
 	}
 	return s.extras.at(n.aux)
 }
 
-// extra returns n's extra record, adding an empty one if it has none.
+// singleOf returns n's single, or nil if it has none.
+func (s *store) singleOf(n *node) *single {
+	if n.aux&singleBit == 0 {
+		return nil
+	}
+	return s.singles.at(n.aux &^ singleBit)
+}
+
+// dropSingle releases n's single, if any; the slice is forgotten.
+func (s *store) dropSingle(n *node) {
+	if n.aux&singleBit != 0 {
+		s.singles.release(n.aux &^ singleBit)
+		n.aux = 0
+	}
+}
+
+// settle moves the data of a file whose extra record holds nothing but one
+// slice into a single, and releases the extra record.
+func (s *store) settle(n *node) {
+	x := s.extraOf(n)
+	if x == nil || x.file == nil || x.dir != nil || x.target != "" || x.xattrs != nil {
+		return
+	}
+	cs := x.file.chunks
+	if len(cs) != 1 || len(cs[0].slices) != 1 {
+		return
+	}
+	s.extras.release(n.aux)
+	i, one := s.singles.alloc()
+	*one = single{slice: cs[0].slices[0], chunk: cs[0].idx}
+	n.aux = i | singleBit
+}
+
+// extra returns n's extra record, adding an empty one if it has none. A
+// single is moved into the new record's file data.
 func (s *store) extra(n *node) *extra {
+	if one := s.singleOf(n); one != nil {
+		cs := []chunk{{idx: one.chunk, slices: []Slice{one.slice}}}
+		s.dropSingle(n)
+		x := s.extra(n)
+		x.file = &fileData{chunks: cs}
+		return x
+	}
 	if n.aux == 0 {
 		var x *extra
 		n.aux, x = s.extras.alloc()
@@ -171,13 +228,15 @@ func (s *store) extra(n *node) *extra {
 	return s.extras.at(n.aux)
 }
 
-// dropExtraIfEmpty releases n's extra record once nothing is left in it.
+// dropExtraIfEmpty releases n's extra record once nothing is left in it,
+// or nothing but one slice (which moves to a single).
 func (s *store) dropExtraIfEmpty(n *node) {
 	x := s.extraOf(n)
 	if x != nil && x.dir == nil && x.target == "" && x.xattrs == nil && x.file == nil {
 		s.extras.release(n.aux)
 		n.aux = 0
 	}
+	s.settle(n)
 }
 
 // all yields every node with its inode number, in slot order.

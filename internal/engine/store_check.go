@@ -35,8 +35,8 @@ func (e *Engine) checkStore() error {
 	if live != s.nodes.live || live != s.index.count {
 		return fmt.Errorf("%d live nodes, but the slab counts %d and the index %d", live, s.nodes.live, s.index.count)
 	}
-	if len(auxOwner) != s.extras.live {
-		return fmt.Errorf("%d extras named, but %d live", len(auxOwner), s.extras.live)
+	if len(auxOwner) != s.extras.live+s.singles.live {
+		return fmt.Errorf("%d extras and singles named, but %d and %d live", len(auxOwner), s.extras.live, s.singles.live)
 	}
 	return nil
 }
@@ -45,6 +45,12 @@ func (e *Engine) checkStore() error {
 func (e *Engine) checkExtra(n *node) error {
 	x := e.st.extraOf(n)
 	typ := n.Mode & S_IFMT
+	if one := e.st.singleOf(n); one != nil {
+		if typ != S_IFREG || one.slice.ID == 0 {
+			return fmt.Errorf("node %d: a single slice on a non-file, or of id 0", n.Ino)
+		}
+		return nil
+	}
 	switch {
 	case typ == S_IFDIR && (x == nil || x.dir == nil):
 		return fmt.Errorf("dir %d has no entries", n.Ino)
@@ -56,6 +62,8 @@ func (e *Engine) checkExtra(n *node) error {
 		return fmt.Errorf("node %d is no symlink but has a target", n.Ino)
 	case x != nil && x.dir == nil && x.target == "" && x.xattrs == nil && x.file == nil:
 		return fmt.Errorf("node %d has an empty extra record", n.Ino)
+	case x != nil && x.dir == nil && x.target == "" && x.xattrs == nil && len(x.file.chunks) == 1 && len(x.file.chunks[0].slices) == 1:
+		return fmt.Errorf("node %d: one slice kept in an extra record, not a single", n.Ino)
 	}
 	if x != nil && x.dir != nil {
 		return x.dir.check()
