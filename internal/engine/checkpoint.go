@@ -247,10 +247,12 @@ func (d *decoder) node(e *Engine) {
 	if d.err != nil {
 		return
 	}
-	if ino == 0 || e.st.get(ino) != nil {
-		d.err = fmt.Errorf("node %d: zero or repeated", ino)
+	if ino == 0 {
+		d.err = fmt.Errorf("node 0")
 		return
 	}
+	// A repeated inode number is not looked for here: the index check in
+	// Check finds it (the second copy is not where the index says).
 	_, n := e.st.add(ino)
 	a.Ino = ino
 	*n = a
