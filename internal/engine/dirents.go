@@ -26,6 +26,7 @@ type dirents struct {
 	sorted []uint32
 	packed []byte
 	live   int  // live entries
+	bufLen int  // while packed: the length of buf unpacked
 	dead   int  // bytes of removed entries in buf
 	ref    bool // used since the idle sweep last passed
 }
@@ -107,10 +108,12 @@ func (d *dirents) addBytes(name []byte, slot uint32) { addEntry(d, name, slot) }
 func addEntry[S string | []byte](d *dirents, name S, slot uint32) {
 	off := len(d.buf)
 	if need := off + entHeader + len(name); need > cap(d.buf) {
-		// Grow by an eighth rather than append's quarter or more: the
+		// Grow by a sixteenth rather than append's quarter or more: the
 		// buffer is most of a directory's memory, and copying it now and
-		// then costs little next to the entries it holds.
-		buf := make([]byte, off, max(need+need/8, 64))
+		// then costs little next to the entries it holds. slices.Grow
+		// makes the capacity the whole allocation (its size class), so no
+		// byte of it is lost to rounding.
+		buf := slices.Grow([]byte(nil), max(need+need/16, 64))[:off]
 		copy(buf, d.buf)
 		d.buf = buf
 	}
@@ -206,7 +209,9 @@ func (d *dirents) reindex() {
 		d.index = nil
 		return
 	}
-	d.index = make([]uint32, 2*d.live+1)
+	// Half full, and the size class's spare room used as buckets too.
+	d.index = slices.Grow([]uint32(nil), 2*d.live+1)
+	d.index = d.index[:cap(d.index)]
 	for off := 0; off < len(d.buf); off = d.next(off) {
 		if d.slotAt(off) != 0 {
 			d.place(off)

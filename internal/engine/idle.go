@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/binary"
+	"slices"
 
 	"github.com/klauspost/compress/s2"
 )
@@ -106,6 +107,7 @@ func (d *dirents) pack() {
 		prevSlot, prev = slot, name
 	}
 	d.packed = s2.Encode(nil, raw)
+	d.bufLen = len(d.buf) - d.dead
 	d.buf, d.index, d.sorted, d.dead = nil, nil, nil, 0
 }
 
@@ -113,14 +115,13 @@ func (d *dirents) pack() {
 func (d *dirents) unpack() {
 	packed := d.packed
 	d.packed = nil
-	d.buf = make([]byte, 0, d.live*(entHeader+16))
+	d.buf = slices.Grow([]byte(nil), d.bufLen)
 	eachPacked(packed, func(name []byte, slot uint32) bool {
 		d.buf = binary.LittleEndian.AppendUint32(d.buf, slot)
 		d.buf = append(d.buf, byte(len(name)))
 		d.buf = append(d.buf, name...)
 		return true
 	})
-	d.buf = d.buf[:len(d.buf):len(d.buf)]
 	d.reindex()
 }
 
