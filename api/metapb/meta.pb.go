@@ -1731,15 +1731,19 @@ func (x *XattrListReply) GetNames() []string {
 // records in order on the checkpoint they follow rebuilds the namespace and
 // the retry cache exactly.
 type LogRecord struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TimeNs        int64                  `protobuf:"varint,1,opt,name=time_ns,json=timeNs,proto3" json:"time_ns,omitempty"`      // the engine clock when the mutation was applied
-	ClientId      []byte                 `protobuf:"bytes,2,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"` // retry-cache key, with call_id
-	CallId        uint64                 `protobuf:"varint,3,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
-	Method        uint32                 `protobuf:"varint,4,opt,name=method,proto3" json:"method,omitempty"`
-	Uid           uint32                 `protobuf:"varint,5,opt,name=uid,proto3" json:"uid,omitempty"`
-	Gid           uint32                 `protobuf:"varint,6,opt,name=gid,proto3" json:"gid,omitempty"`
-	Groups        []uint32               `protobuf:"varint,7,rep,packed,name=groups,proto3" json:"groups,omitempty"`
-	Request       []byte                 `protobuf:"bytes,8,opt,name=request,proto3" json:"request,omitempty"` // the request message as received
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TimeNs   int64                  `protobuf:"varint,1,opt,name=time_ns,json=timeNs,proto3" json:"time_ns,omitempty"`      // the engine clock when the mutation was applied
+	ClientId []byte                 `protobuf:"bytes,2,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"` // retry-cache key, with call_id
+	CallId   uint64                 `protobuf:"varint,3,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Method   uint32                 `protobuf:"varint,4,opt,name=method,proto3" json:"method,omitempty"`
+	Uid      uint32                 `protobuf:"varint,5,opt,name=uid,proto3" json:"uid,omitempty"`
+	Gid      uint32                 `protobuf:"varint,6,opt,name=gid,proto3" json:"gid,omitempty"`
+	Groups   []uint32               `protobuf:"varint,7,rep,packed,name=groups,proto3" json:"groups,omitempty"`
+	Request  []byte                 `protobuf:"bytes,8,opt,name=request,proto3" json:"request,omitempty"` // the request message as received
+	// The mutation took the last link of a file that was open, which stays
+	// as an orphan until its last close (not logged): replay must keep it
+	// too, where it frees a file that lost its last link while closed.
+	KeptOpen      bool `protobuf:"varint,9,opt,name=kept_open,json=keptOpen,proto3" json:"kept_open,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1828,6 +1832,13 @@ func (x *LogRecord) GetRequest() []byte {
 		return x.Request
 	}
 	return nil
+}
+
+func (x *LogRecord) GetKeptOpen() bool {
+	if x != nil {
+		return x.KeptOpen
+	}
+	return false
 }
 
 type VolumeReply struct {
@@ -3191,7 +3202,7 @@ const file_meta_proto_rawDesc = "" +
 	"XattrReply\x12\x14\n" +
 	"\x05value\x18\x01 \x01(\fR\x05value\"&\n" +
 	"\x0eXattrListReply\x12\x14\n" +
-	"\x05names\x18\x01 \x03(\tR\x05names\"\xc8\x01\n" +
+	"\x05names\x18\x01 \x03(\tR\x05names\"\xe5\x01\n" +
 	"\tLogRecord\x12\x17\n" +
 	"\atime_ns\x18\x01 \x01(\x03R\x06timeNs\x12\x1b\n" +
 	"\tclient_id\x18\x02 \x01(\fR\bclientId\x12\x17\n" +
@@ -3200,7 +3211,8 @@ const file_meta_proto_rawDesc = "" +
 	"\x03uid\x18\x05 \x01(\rR\x03uid\x12\x10\n" +
 	"\x03gid\x18\x06 \x01(\rR\x03gid\x12\x16\n" +
 	"\x06groups\x18\a \x03(\rR\x06groups\x12\x18\n" +
-	"\arequest\x18\b \x01(\fR\arequest\"e\n" +
+	"\arequest\x18\b \x01(\fR\arequest\x12\x1b\n" +
+	"\tkept_open\x18\t \x01(\bR\bkeptOpen\"e\n" +
 	"\vVolumeReply\x12\x18\n" +
 	"\astorage\x18\x01 \x01(\tR\astorage\x12\x1d\n" +
 	"\n" +

@@ -410,7 +410,7 @@ func TestOrphanCheckpointAndRelease(t *testing.T) {
 	if l.Orphans() != 1 || l.Opens(f) != 0 {
 		t.Fatalf("loaded: %d orphans, %d opens", l.Orphans(), l.Opens(f))
 	}
-	l.HoldOrphans()
+	l.HoldOrphans(true)
 	// While held, a file whose last link goes stays too.
 	g, err := l.Mknod(credRoot, d, "g", S_IFREG|0o644, 0, 7)
 	if err != nil {

@@ -80,11 +80,12 @@ func (e *Engine) OpenFiles() int { return len(e.opens) }
 // open (or, while orphans are held, were unlinked).
 func (e *Engine) Orphans() int { return len(e.orphans) }
 
-// HoldOrphans makes files whose last link goes stay as orphans whether or
-// not they are open, until ReleaseOrphans. Recovery holds them while it
-// replays the log: a logged call may still name an inode that was kept
-// open when it was logged, and open counts are not logged.
-func (e *Engine) HoldOrphans() { e.holdOrphans = true }
+// HoldOrphans(true) makes files whose last link goes stay as orphans
+// whether or not they are open, until HoldOrphans(false) or
+// ReleaseOrphans; those already kept stay either way. Recovery holds them
+// for the logged calls that kept an open file (a later logged call may
+// still name it, and open counts are not logged).
+func (e *Engine) HoldOrphans(hold bool) { e.holdOrphans = hold }
 
 // ReleaseOrphans ends HoldOrphans and frees every orphan that is not open;
 // their slices become garbage at now. After a restart that is every

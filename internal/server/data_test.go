@@ -379,3 +379,44 @@ func TestRetriedOpenCloseCountOnce(t *testing.T) {
 		t.Fatalf("close after release: %d, want EBADF", st)
 	}
 }
+
+// Replay frees what the logged run freed, when it freed it, and keeps
+// only the files that were open when they lost their last link: a closed
+// file unlinked and its slice purged leaves no garbage behind after
+// recovery, and a file kept open takes the commits its writer made after
+// the unlink. Nothing is checkpointed after the start, so recovery replays
+// all of it.
+func TestReplayKeepsOnlyOpenOrphans(t *testing.T) {
+	cfg := Config{Dir: t.TempDir(), CheckpointEvery: 1 << 30, Logger: slog.New(slog.DiscardHandler)}
+	srv, addr := openAndServe(t, cfg)
+	c := dialRaw(t, addr)
+	closed := c.create("/closed")
+	gone := c.write(closed, 0, 10)
+	c.must(pb.Method_UNLINK, &pb.EntryRequest{Path: "/closed"}, nil)
+	c.must(pb.Method_PURGE, &pb.PurgeRequest{Ino: 1, Ids: []uint64{gone}}, nil)
+	open := c.create("/open")
+	c.write(open, 0, 10)
+	c.must(pb.Method_OPEN, &pb.OpenRequest{Ino: open, Flags: uint32(syscall.O_RDWR)}, nil)
+	c.must(pb.Method_UNLINK, &pb.EntryRequest{Path: "/open"}, nil)
+	c.write(open, 100, 20) // the writer goes on after the unlink
+	srv.Close()
+	r, err := recoverOffline(cfg)
+	if err != nil {
+		t.Fatalf("recovery: %v", err)
+	}
+	defer r.wal.Close()
+	if r.eng.Orphans() != 0 {
+		t.Fatalf("%d orphans after recovery", r.eng.Orphans())
+	}
+	// The open file is freed at the restart: its slices are garbage now,
+	// which the logged run (where it is still open) does not have yet.
+	g, _ := r.eng.ListGarbage(0, engine.MaxListSlices, 0)
+	for _, s := range g {
+		if s.ID == gone {
+			t.Fatalf("purged slice %d is garbage again after recovery", gone)
+		}
+	}
+	if len(g) != 2 {
+		t.Fatalf("garbage after recovery %v, want the open file's two slices", g)
+	}
+}

@@ -215,6 +215,7 @@ func (s *Server) applyOp(b *batch, o *op, now int64) {
 		o.status, o.reply = prev.status, prev.reply
 		return
 	}
+	orphans := s.eng.Orphans()
 	o.status, o.reply = apply(s.eng, o.cred, o.method, o.req, now)
 	if o.status != 0 {
 		return
@@ -222,6 +223,7 @@ func (s *Server) applyOp(b *batch, o *op, now int64) {
 	rec := &pb.LogRecord{
 		TimeNs: now, ClientId: key.client[:], CallId: key.call, Method: uint32(o.method),
 		Uid: o.cred.UID, Gid: o.cred.GID, Groups: o.cred.Groups, Request: o.call.Payload,
+		KeptOpen: s.eng.Orphans() > orphans,
 	}
 	data, err := proto.Marshal(rec)
 	if err != nil { // cannot happen for a well-formed message; fail safe

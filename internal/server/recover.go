@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -31,6 +32,7 @@ func (s *Server) recover() error {
 	if err := fs.SyncDir(filepath.Dir(dir)); err != nil {
 		return fmt.Errorf("sync %s: %w", filepath.Dir(dir), err)
 	}
+	start := time.Now()
 	lsn, body, ok, err := wal.OpenCheckpoint(fs, dir)
 	if err != nil {
 		return fmt.Errorf("open checkpoint in %s: %w", dir, err)
@@ -56,10 +58,11 @@ func (s *Server) recover() error {
 	if s.wal.LastLSN() < lsn {
 		return fmt.Errorf("log in %s ends at %d, before checkpoint %d", dir, s.wal.LastLSN(), lsn)
 	}
-	// Open counts are not logged, so a record may name a file that was
-	// kept open when its last link went: keep such files through the
-	// replay, then free them, since nobody has a file open after a restart.
-	s.eng.HoldOrphans()
+	// Open counts are not logged, so a later record may name a file that
+	// was kept open when its last link went: such files are kept through
+	// the replay (replayRecord), then freed, since nobody has a file open
+	// after a restart.
+	loaded := time.Now()
 	if err := s.wal.Replay(lsn, s.replayRecord); err != nil {
 		s.wal.Close()
 		return fmt.Errorf("replay log in %s: %w", dir, err)
@@ -68,6 +71,9 @@ func (s *Server) recover() error {
 	s.eng.ReleaseOrphans(s.lastNow)
 	s.nextLSN = s.wal.LastLSN() + 1
 	s.ckptLSN = lsn
+	s.log.Info("recovered", "dir", dir, "nodes", s.eng.Len(), "checkpoint_lsn", lsn,
+		"replayed", s.wal.LastLSN()-lsn, "checkpoint_seconds", loaded.Sub(start).Seconds(),
+		"replay_seconds", time.Since(loaded).Seconds())
 	return nil
 }
 
@@ -87,7 +93,9 @@ func (s *Server) replayRecord(lsn uint64, data []byte) error {
 		return fmt.Errorf("record %d: request: %w", lsn, err)
 	}
 	cred := engine.Cred{UID: rec.Uid, GID: rec.Gid, Groups: rec.Groups}
+	s.eng.HoldOrphans(rec.KeptOpen)
 	status, reply := apply(s.eng, cred, m, req, rec.TimeNs)
+	s.eng.HoldOrphans(false)
 	if status != 0 {
 		// Only mutations that succeeded are logged; one that fails on
 		// replay means the state diverged from what was acknowledged.
