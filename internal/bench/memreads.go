@@ -16,8 +16,11 @@ type memoryKey struct {
 
 // randomFile picks a file of tree uniformly: its directory index and its
 // index within the directory.
-func (t Tree) randomFile(rng *rand.Rand) (k, i int) {
-	j := rng.IntN(t.Files)
+func (t Tree) randomFile(rng *rand.Rand) (k, i int) { return t.locate(rng.IntN(t.Files)) }
+
+// locate maps j (0 <= j < Files) to a file: its directory index and its
+// index within the directory; every file has exactly one j.
+func (t Tree) locate(j int) (k, i int) {
 	q, r := t.Files/t.Dirs, t.Files%t.Dirs
 	big := r * (q + 1)
 	if j < big {

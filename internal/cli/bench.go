@@ -30,7 +30,7 @@ fraction of it, reporting latency second by second. memory builds a
 namespace inside this process and reports its memory per file; fill builds
 the same namespace on a running server. See docs/bench.md.`,
 	}
-	cmd.AddCommand(newBenchRPCCmd(g), newBenchMetaCmd(g), newBenchSweepCmd(g), newBenchIOCmd(g), newBenchMemoryCmd())
+	cmd.AddCommand(newBenchRPCCmd(g), newBenchMetaCmd(g), newBenchSweepCmd(g), newBenchIOCmd(g), newBenchMemoryCmd(), newBenchFillCmd(g))
 	return cmd
 }
 
