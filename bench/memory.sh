@@ -111,11 +111,13 @@ for N in "$@"; do
 		sleep 10
 		rss2=$(metric "$MADDR" process_resident_memory_bytes)
 		heap2=$(metric "$MADDR" go_memstats_heap_inuse_bytes)
+		idle2=$(metric "$MADDR" go_memstats_heap_idle_bytes)
+		released2=$(metric "$MADDR" go_memstats_heap_released_bytes)
 		stop_meta
 		meta=$(per "$rss0" "$rss2" "$N")
 		row "$N" "canopy meta over RPC: resident right after the fill" "$(per "$rss0" "$rss1" "$N")" \
 			"fill $(printf %.1f "$(jget seconds <<<"$f")") s ($(printf %.0f "$(jget files_per_sec <<<"$f")") creates/s, $WORKERS in flight); canopy_meta_inodes $nodes0 to $nodes1"
-		row "$N" "canopy meta over RPC: resident after a forced GC" "$meta" "resident $(( rss0 >> 20 )) MiB before, $(( rss1 >> 20 )) MiB after the fill, $(( rss2 >> 20 )) MiB after GC"
+		row "$N" "canopy meta over RPC: resident after a forced GC" "$meta" "resident $(( rss0 >> 20 )) MiB before, $(( rss1 >> 20 )) MiB after the fill, $(( rss2 >> 20 )) MiB after GC, when the Go heap held $(( idle2 >> 20 )) MiB idle, $(( released2 >> 20 )) MiB of it returned to the OS"
 		row "$N" "canopy meta over RPC: Go heap in use after GC" "$(per "$heap0" "$heap2" "$N")" ""
 	fi
 
