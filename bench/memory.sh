@@ -17,14 +17,19 @@
 #
 # Usage: bench/memory.sh [N...]   (default: 1000000 10000000)
 # Environment: WORKERS (creates in flight for the fill, default 64),
-# CONNS (default 4), SKIP_META=1, SKIP_REDIS=1, OUT (table file, default
-# memory-<date>.md here). Needs curl; installs redis-server if missing.
+# CONNS (default 4), TIMEOUT (per create, default 10m), SKIP_META=1,
+# SKIP_REDIS=1, OUT (table file, default memory-<date>.md here). Needs
+# curl; installs redis-server if missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ $# -eq 0 ]; then set -- 1000000 10000000; fi
 WORKERS=${WORKERS:-64}
 CONNS=${CONNS:-4}
+# The fill's creates wait out the server's checkpoints, which hold its
+# apply loop for seconds at millions of files: give them longer than the
+# default 30 s.
+TIMEOUT=${TIMEOUT:-10m}
 OUT=${OUT:-memory-$(date -u +%Y%m%dT%H%M%SZ).md}
 REDIS_PORT=${REDIS_PORT:-6392}
 VALUE_BYTES=64
@@ -74,7 +79,9 @@ for N in "$@"; do
 
 	# 1. In process.
 	echo "canopy bench memory --files $N --dirs $D" >&2
-	j=$("$work/canopy" bench memory --files "$N" --dirs "$D" --json 2>"$work/memory.err" | tail -n 1)
+	if ! j=$("$work/canopy" bench memory --files "$N" --dirs "$D" --json 2>"$work/memory.err" | tail -n 1); then
+		echo "canopy bench memory failed:" >&2; tail -n 20 "$work/memory.err" >&2; exit 1
+	fi
 	echo "$j" >&2
 	inproc=$(jget rss_bytes_per_file <<<"$j")
 	row "$N" "in process: resident" "$(printf %.1f "$inproc")" \
@@ -103,7 +110,9 @@ for N in "$@"; do
 		heap0=$(metric "$MADDR" go_memstats_heap_inuse_bytes)
 		nodes0=$(metric "$MADDR" canopy_meta_inodes)
 		echo "canopy bench fill --files $N --dirs $D --workers $WORKERS --conns $CONNS" >&2
-		f=$("$work/canopy" bench --addr "$ADDR" fill --files "$N" --dirs "$D" --workers "$WORKERS" --conns "$CONNS" --json 2>"$work/fill.err" | tail -n 1)
+		if ! f=$("$work/canopy" bench --addr "$ADDR" --timeout "$TIMEOUT" fill --files "$N" --dirs "$D" --workers "$WORKERS" --conns "$CONNS" --json 2>"$work/fill.err" | tail -n 1); then
+			echo "canopy bench fill failed:" >&2; tail -n 20 "$work/fill.err" "$work/meta.err" >&2; exit 1
+		fi
 		echo "$f" >&2
 		rss1=$(metric "$MADDR" process_resident_memory_bytes)
 		nodes1=$(metric "$MADDR" canopy_meta_inodes)
