@@ -26,9 +26,11 @@ several rounds, and reports the mean rate with its spread, HDR latency
 percentiles, and the ceiling the harness itself reaches at the same
 concurrency; results close to that ceiling, or whose rounds disagree, carry
 warnings. sweep finds the highest rate the server sustains and holds a
-fraction of it, reporting latency second by second. See docs/bench.md.`,
+fraction of it, reporting latency second by second. memory builds a
+namespace inside this process and reports its memory per file; fill builds
+the same namespace on a running server. See docs/bench.md.`,
 	}
-	cmd.AddCommand(newBenchRPCCmd(g), newBenchMetaCmd(g), newBenchSweepCmd(g), newBenchIOCmd(g))
+	cmd.AddCommand(newBenchRPCCmd(g), newBenchMetaCmd(g), newBenchSweepCmd(g), newBenchIOCmd(g), newBenchMemoryCmd(), newBenchFillCmd(g))
 	return cmd
 }
 
