@@ -104,14 +104,14 @@ func (e *encoder) str(s string) {
 func (e *encoder) node(eng *Engine, n *node) {
 	e.uint(uint64(n.Ino))
 	e.uint(uint64(n.Mode))
-	e.uint(uint64(n.UID))
-	e.uint(uint64(n.GID))
+	e.uint(uint64(eng.uid(n)))
+	e.uint(uint64(eng.gid(n)))
 	e.uint(uint64(n.Nlink))
 	e.uint(n.Size)
 	e.int(n.Atime)
 	e.int(n.Mtime)
 	e.int(n.Ctime)
-	e.uint(uint64(n.Rdev))
+	e.uint(uint64(eng.rdev(n)))
 	x := eng.st.extraOf(n)
 	if x == nil {
 		x = &extra{}
@@ -236,15 +236,18 @@ func (d *decoder) node(e *Engine) {
 	ino := Ino(d.uint())
 	var a node
 	a.Mode = d.uint32()
-	a.UID = d.uint32()
-	a.GID = d.uint32()
+	uid, gid := d.uint32(), d.uint32()
 	a.Nlink = d.uint32()
 	a.Size = d.uint()
 	a.Atime = d.int()
 	a.Mtime = d.int()
 	a.Ctime = d.int()
-	a.Rdev = d.uint32()
+	rdev := d.uint32()
 	if d.err != nil {
+		return
+	}
+	if typ := a.Mode & S_IFMT; rdev != 0 && typ != S_IFCHR && typ != S_IFBLK {
+		d.err = fmt.Errorf("node %d: a device number on a node of type %o", ino, typ)
 		return
 	}
 	if ino == 0 {
@@ -254,8 +257,12 @@ func (d *decoder) node(e *Engine) {
 	// A repeated inode number is not looked for here: the index check in
 	// Check finds it (the second copy is not where the index says).
 	_, n := e.st.add(ino)
-	a.Ino = ino
-	*n = a
+	n.Mode, n.Nlink, n.Size = a.Mode, a.Nlink, a.Size
+	n.Atime, n.Mtime, n.Ctime = a.Atime, a.Mtime, a.Ctime
+	e.setOwner(n, uid, gid)
+	if rdev != 0 {
+		e.st.extra(n).rdev = rdev
+	}
 	if nx := d.uint(); nx > 0 && d.err == nil {
 		if nx > 1<<16 {
 			d.err = fmt.Errorf("node %d: %d xattrs", ino, nx)

@@ -231,7 +231,7 @@ func (e *Engine) Commit(c Cred, ino Ino, writes []SliceWrite, size uint64, mtime
 	if err != nil {
 		return Attr{}, err
 	}
-	if err := access(c, n, mayWrite); err != nil {
+	if err := e.access(c, n, mayWrite); err != nil {
 		return Attr{}, err
 	}
 	if size > MaxFileSize {
@@ -292,9 +292,9 @@ func (e *Engine) Commit(c Cred, ino Ino, writes []SliceWrite, size uint64, mtime
 	}
 	a.Mtime, a.Ctime = mtime, now
 	if len(writes) > 0 && !c.IsRoot() {
-		killSetID(c, a, a.GID)
+		e.killSetID(c, a, e.gid(a))
 	}
-	return a.Attr(), nil
+	return e.attr(a), nil
 }
 
 // firstUse returns the index of the first write of id in ws, or -1.
@@ -372,7 +372,7 @@ func (e *Engine) ReadChunks(ino Ino, first, count uint32) (Attr, []ChunkView, er
 		}
 		views = append(views, v)
 	}
-	return n.Attr(), views, nil
+	return e.attr(n), views, nil
 }
 
 // truncateData cuts n's data at size: chunks wholly beyond it go, slices

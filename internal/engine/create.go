@@ -20,7 +20,7 @@ func (e *Engine) prepareEntry(c Cred, parent Ino, name string) (*node, error) {
 	if err := checkSyntax(name); err != nil {
 		return nil, err
 	}
-	if err := access(c, d, mayExec); err != nil {
+	if err := e.access(c, d, mayExec); err != nil {
 		return nil, err
 	}
 	if isDot(name) {
@@ -32,7 +32,7 @@ func (e *Engine) prepareEntry(c Cred, parent Ino, name string) (*node, error) {
 	if e.entries(d).find(name) >= 0 {
 		return nil, syscall.EEXIST
 	}
-	if err := access(c, d, mayWrite); err != nil {
+	if err := e.access(c, d, mayWrite); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -45,7 +45,7 @@ func (e *Engine) newNode(c Cred, d *node, mode uint32, now int64) (uint32, *node
 	mode = typ | mode&0o7777
 	gid := c.GID
 	if d.Mode&S_ISGID != 0 {
-		gid = d.GID
+		gid = e.gid(d)
 		if typ == S_IFDIR {
 			mode |= S_ISGID
 		}
@@ -54,7 +54,8 @@ func (e *Engine) newNode(c Cred, d *node, mode uint32, now int64) (uint32, *node
 		mode &^= S_ISGID
 	}
 	slot, n := e.st.add(e.alloc())
-	n.Mode, n.UID, n.GID, n.Nlink = mode, c.UID, gid, 1
+	n.Mode, n.Nlink = mode, 1
+	e.setOwner(n, c.UID, gid)
 	n.Atime, n.Mtime, n.Ctime = now, now, now
 	return slot, n
 }
@@ -75,7 +76,7 @@ func (e *Engine) Mkdir(c Cred, parent Ino, name string, mode uint32, now int64) 
 	x.dir = &dirents{}
 	e.addEntry(d, name, slot, now)
 	d.Nlink++
-	return n.Attr(), nil
+	return e.attr(n), nil
 }
 
 // Mknod creates a regular file, fifo, socket or device node name in parent.
@@ -102,11 +103,11 @@ func (e *Engine) Mknod(c Cred, parent Ino, name string, mode, rdev uint32, now i
 		return Attr{}, syscall.EPERM
 	}
 	slot, n := e.newNode(c, d, mode, now)
-	if typ == S_IFCHR || typ == S_IFBLK {
-		n.Rdev = rdev
+	if (typ == S_IFCHR || typ == S_IFBLK) && rdev != 0 {
+		e.st.extra(n).rdev = rdev
 	}
 	e.addEntry(d, name, slot, now)
-	return n.Attr(), nil
+	return e.attr(n), nil
 }
 
 // Symlink creates symlink name in parent pointing at target.
@@ -130,7 +131,7 @@ func (e *Engine) Symlink(c Cred, parent Ino, name, target string, now int64) (At
 	e.st.extra(n).target = target
 	n.Size = uint64(len(target))
 	e.addEntry(d, name, slot, now)
-	return n.Attr(), nil
+	return e.attr(n), nil
 }
 
 // Link adds entry newName in newParent for the existing node ino, which
@@ -157,5 +158,5 @@ func (e *Engine) Link(c Cred, ino Ino, newParent Ino, newName string, now int64)
 	n.Nlink++
 	n.Ctime = now
 	e.addEntry(d, newName, e.st.slotOf(ino), now)
-	return n.Attr(), nil
+	return e.attr(n), nil
 }

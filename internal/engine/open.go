@@ -44,11 +44,11 @@ func (e *Engine) Open(c Cred, ino Ino, flags uint32) (Attr, error) {
 	if n.isDir() && want&mayWrite != 0 {
 		return Attr{}, syscall.EISDIR
 	}
-	if err := access(c, n, want); err != nil {
+	if err := e.access(c, n, want); err != nil {
 		return Attr{}, err
 	}
 	e.opens[ino]++
-	return n.Attr(), nil
+	return e.attr(n), nil
 }
 
 // Close ends one Open of ino (EBADF if it is not open). Closing the last

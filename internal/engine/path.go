@@ -54,7 +54,7 @@ func checkPath(path string) error {
 // lookupIn returns the node that name denotes in directory d, which c must
 // be allowed to search. "." is d itself and ".." its parent.
 func (e *Engine) lookupIn(c Cred, d *node, name string) (*node, error) {
-	if err := access(c, d, mayExec); err != nil {
+	if err := e.access(c, d, mayExec); err != nil {
 		return nil, err
 	}
 	switch name {
@@ -133,7 +133,7 @@ func (e *Engine) Resolve(c Cred, path string, follow bool) (Attr, error) {
 	if err != nil {
 		return Attr{}, err
 	}
-	return n.Attr(), nil
+	return e.attr(n), nil
 }
 
 // ResolveIno is Resolve returning only the inode number.

@@ -13,7 +13,7 @@ const (
 // from n's mode bits as Linux does: the owner class if c owns n, else the
 // group class if c is in n's group, else the other class. Root passes,
 // except that executing a non-directory needs some execute bit.
-func access(c Cred, n *node, want uint32) error {
+func (e *Engine) access(c Cred, n *node, want uint32) error {
 	mode := n.Mode
 	if c.IsRoot() {
 		if want&mayExec != 0 && !n.isDir() && mode&0o111 == 0 {
@@ -23,9 +23,9 @@ func access(c Cred, n *node, want uint32) error {
 	}
 	var bits uint32
 	switch {
-	case c.UID == n.UID:
+	case c.UID == e.uid(n):
 		bits = mode >> 6 & 7
-	case c.InGroup(n.GID):
+	case c.InGroup(e.gid(n)):
 		bits = mode >> 3 & 7
 	default:
 		bits = mode & 7
@@ -37,16 +37,16 @@ func access(c Cred, n *node, want uint32) error {
 }
 
 // isOwner reports whether c owns n or is root.
-func isOwner(c Cred, n *node) bool { return c.IsRoot() || c.UID == n.UID }
+func (e *Engine) isOwner(c Cred, n *node) bool { return c.IsRoot() || c.UID == e.uid(n) }
 
 // mayDelete checks that c may remove or replace the entry of victim in dir
 // d: write and search permission on d and, if d is sticky, ownership of d
 // or of victim (EPERM otherwise), as Linux's may_delete.
-func mayDelete(c Cred, d, victim *node) error {
-	if err := access(c, d, mayWrite|mayExec); err != nil {
+func (e *Engine) mayDelete(c Cred, d, victim *node) error {
+	if err := e.access(c, d, mayWrite|mayExec); err != nil {
 		return err
 	}
-	if d.Mode&S_ISVTX != 0 && !c.IsRoot() && c.UID != d.UID && c.UID != victim.UID {
+	if d.Mode&S_ISVTX != 0 && !c.IsRoot() && c.UID != e.uid(d) && c.UID != e.uid(victim) {
 		return syscall.EPERM
 	}
 	return nil

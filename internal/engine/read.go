@@ -19,7 +19,7 @@ func (e *Engine) Lookup(c Cred, parent Ino, name string) (Attr, error) {
 	if err != nil {
 		return Attr{}, err
 	}
-	return n.Attr(), nil
+	return e.attr(n), nil
 }
 
 // GetAttr returns the attributes of ino. Like NFS's GETATTR it checks no
@@ -29,7 +29,7 @@ func (e *Engine) GetAttr(ino Ino) (Attr, error) {
 	if err != nil {
 		return Attr{}, err
 	}
-	return n.Attr(), nil
+	return e.attr(n), nil
 }
 
 // Readlink returns the target of the symlink ino (EINVAL if it is not one).
@@ -53,7 +53,7 @@ func (e *Engine) Readdir(c Cred, ino Ino, cursor string, limit int, withAttrs bo
 	if err != nil {
 		return nil, "", false, err
 	}
-	if err := access(c, d, mayRead); err != nil {
+	if err := e.access(c, d, mayRead); err != nil {
 		return nil, "", false, err
 	}
 	if limit <= 0 {
@@ -71,7 +71,7 @@ func (e *Engine) Readdir(c Cred, ino Ino, cursor string, limit int, withAttrs bo
 		child := e.at(des.slotAt(int(off)))
 		ent := Dirent{Name: des.nameString(int(off)), Ino: child.Ino, Type: child.Mode & S_IFMT}
 		if withAttrs {
-			ent.Attr = child.Attr()
+			ent.Attr = e.attr(child)
 		}
 		ents = append(ents, ent)
 	}
@@ -117,7 +117,7 @@ func (e *Engine) Summary(c Cred, ino Ino) (Summary, error) {
 			continue
 		}
 		s.Dirs++
-		if err := access(c, n, mayRead|mayExec); err != nil {
+		if err := e.access(c, n, mayRead|mayExec); err != nil {
 			return Summary{}, err
 		}
 		e.st.extraOf(n).dir.each(func(_ []byte, slot uint32) bool {

@@ -14,7 +14,7 @@ func (e *Engine) prepareRemove(c Cred, parent Ino, name string, dotErr func(stri
 	if err = checkSyntax(name); err != nil {
 		return nil, nil, err
 	}
-	if err = access(c, d, mayExec); err != nil {
+	if err = e.access(c, d, mayExec); err != nil {
 		return nil, nil, err
 	}
 	if isDot(name) {
@@ -26,7 +26,7 @@ func (e *Engine) prepareRemove(c Cred, parent Ino, name string, dotErr func(stri
 	if _, victim = e.child(d, name); victim == nil {
 		return nil, nil, syscall.ENOENT
 	}
-	if err = mayDelete(c, d, victim); err != nil {
+	if err = e.mayDelete(c, d, victim); err != nil {
 		return nil, nil, err
 	}
 	return d, victim, nil

@@ -20,14 +20,14 @@ func (e *Engine) Rename(c Cred, parent Ino, name string, newParent Ino, newName 
 	if err != nil {
 		return err
 	}
-	if err := access(c, od, mayExec); err != nil {
+	if err := e.access(c, od, mayExec); err != nil {
 		return err
 	}
 	nd, err := e.dir(newParent)
 	if err != nil {
 		return err
 	}
-	if err := access(c, nd, mayExec); err != nil {
+	if err := e.access(c, nd, mayExec); err != nil {
 		return err
 	}
 	if isDot(name) {
@@ -111,15 +111,15 @@ func (e *Engine) Rename(c Cred, parent Ino, name string, newParent Ino, newName 
 
 // checkRenamePerms runs vfs_rename's permission and type checks.
 func (e *Engine) checkRenamePerms(c Cred, od, src, nd, dst *node, exchange bool) error {
-	if err := mayDelete(c, od, src); err != nil {
+	if err := e.mayDelete(c, od, src); err != nil {
 		return err
 	}
 	if dst == nil {
-		if err := access(c, nd, mayWrite|mayExec); err != nil {
+		if err := e.access(c, nd, mayWrite|mayExec); err != nil {
 			return err
 		}
 	} else {
-		if err := mayDelete(c, nd, dst); err != nil {
+		if err := e.mayDelete(c, nd, dst); err != nil {
 			return err
 		}
 		if !exchange {
@@ -134,12 +134,12 @@ func (e *Engine) checkRenamePerms(c Cred, od, src, nd, dst *node, exchange bool)
 	if od != nd {
 		// Moving a directory rewrites its "..": c needs write access to it.
 		if src.isDir() {
-			if err := access(c, src, mayWrite); err != nil {
+			if err := e.access(c, src, mayWrite); err != nil {
 				return err
 			}
 		}
 		if exchange && dst.isDir() {
-			if err := access(c, dst, mayWrite); err != nil {
+			if err := e.access(c, dst, mayWrite); err != nil {
 				return err
 			}
 		}

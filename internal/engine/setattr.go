@@ -13,28 +13,30 @@ func (e *Engine) SetAttr(c Cred, ino Ino, s SetAttr, now int64) (Attr, error) {
 	if err != nil {
 		return Attr{}, err
 	}
-	if err := checkSetAttr(c, n, s); err != nil {
+	if err := e.checkSetAttr(c, n, s); err != nil {
 		return Attr{}, err
 	}
 	if s.Valid == 0 {
-		return n.Attr(), nil
+		return e.attr(n), nil
 	}
 	a := n
-	oldGID := a.GID
+	oldGID := e.gid(a)
 	if s.Valid&(SetUID|SetGID) != 0 {
+		uid, gid := e.uid(a), oldGID
 		if s.Valid&SetUID != 0 {
-			a.UID = s.UID
+			uid = s.UID
 		}
 		if s.Valid&SetGID != 0 {
-			a.GID = s.GID
+			gid = s.GID
 		}
+		e.setOwner(a, uid, gid)
 		if !n.isDir() {
-			killSetID(c, a, oldGID)
+			e.killSetID(c, a, oldGID)
 		}
 	}
 	if s.Valid&SetMode != 0 {
 		mode := s.Mode & 0o7777 // the type bits of s.Mode are ignored
-		if !c.IsRoot() && !c.InGroup(a.GID) {
+		if !c.IsRoot() && !c.InGroup(e.gid(a)) {
 			mode &^= S_ISGID
 		}
 		a.Mode = a.Mode&S_IFMT | mode
@@ -47,7 +49,7 @@ func (e *Engine) SetAttr(c Cred, ino Ino, s SetAttr, now int64) (Attr, error) {
 		a.Size = s.Size
 		a.Mtime = now
 		if !c.IsRoot() {
-			killSetID(c, a, a.GID)
+			e.killSetID(c, a, e.gid(a))
 		}
 	}
 	switch {
@@ -63,12 +65,12 @@ func (e *Engine) SetAttr(c Cred, ino Ino, s SetAttr, now int64) (Attr, error) {
 		a.Mtime = s.Mtime
 	}
 	a.Ctime = now
-	return a.Attr(), nil
+	return e.attr(a), nil
 }
 
 // checkSetAttr is SetAttr's permission and type check.
-func checkSetAttr(c Cred, n *node, s SetAttr) error {
-	owner := isOwner(c, n)
+func (e *Engine) checkSetAttr(c Cred, n *node, s SetAttr) error {
+	owner := e.isOwner(c, n)
 	if s.Valid&SetMode != 0 {
 		if n.Mode&S_IFMT == S_IFLNK {
 			return syscall.EOPNOTSUPP // symlinks have no mode of their own
@@ -80,11 +82,11 @@ func checkSetAttr(c Cred, n *node, s SetAttr) error {
 	// chown_ok and chgrp_ok: only root gives a node away; the owner may
 	// "change" the owner to itself, and the group to one of its groups or
 	// to the group it already has.
-	if s.Valid&SetUID != 0 && !c.IsRoot() && (c.UID != n.UID || s.UID != n.UID) {
+	if s.Valid&SetUID != 0 && !c.IsRoot() && (c.UID != e.uid(n) || s.UID != e.uid(n)) {
 		return syscall.EPERM
 	}
 	if s.Valid&SetGID != 0 && !c.IsRoot() &&
-		(c.UID != n.UID || !c.InGroup(s.GID) && s.GID != n.GID) {
+		(c.UID != e.uid(n) || !c.InGroup(s.GID) && s.GID != e.gid(n)) {
 		return syscall.EPERM
 	}
 	if s.Valid&SetSize != 0 {
@@ -95,7 +97,7 @@ func checkSetAttr(c Cred, n *node, s SetAttr) error {
 		default:
 			return syscall.EINVAL
 		}
-		if err := access(c, n, mayWrite); err != nil {
+		if err := e.access(c, n, mayWrite); err != nil {
 			return err
 		}
 		if s.Size > MaxFileSize {
@@ -109,7 +111,7 @@ func checkSetAttr(c Cred, n *node, s SetAttr) error {
 		if times&^(SetAtime|SetMtime) != SetAtimeNow|SetMtimeNow {
 			return syscall.EPERM
 		}
-		if err := access(c, n, mayWrite); err != nil {
+		if err := e.access(c, n, mayWrite); err != nil {
 			return err
 		}
 	}
@@ -119,7 +121,7 @@ func checkSetAttr(c Cred, n *node, s SetAttr) error {
 // killSetID clears set-user-id and, as Linux 6.2 and later do on chown
 // and truncate, set-group-id when it means "run with the group" (group
 // execute set) or when c is neither root nor in the file's group gid.
-func killSetID(c Cred, a *node, gid uint32) {
+func (e *Engine) killSetID(c Cred, a *node, gid uint32) {
 	a.Mode &^= S_ISUID
 	if a.Mode&0o010 != 0 || !c.IsRoot() && !c.InGroup(gid) {
 		a.Mode &^= S_ISGID

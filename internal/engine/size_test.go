@@ -6,12 +6,12 @@ import (
 	"unsafe"
 )
 
-// A node is a 64-byte record without pointers: the slab's chunks are then
+// A node is a 56-byte record without pointers: the slab's chunks are then
 // allocated as memory the garbage collector never scans, and a file costs
 // one record.
 func TestNodeLayout(t *testing.T) {
-	if size := unsafe.Sizeof(node{}); size != 64 {
-		t.Fatalf("node is %d bytes, want 64", size)
+	if size := unsafe.Sizeof(node{}); size != 56 {
+		t.Fatalf("node is %d bytes, want 56", size)
 	}
 	typ := reflect.TypeOf(node{})
 	for i := range typ.NumField() {

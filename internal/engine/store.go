@@ -25,10 +25,11 @@ import (
 	"math/bits"
 )
 
-// node is one inode: its attributes and, in aux, the index of its extra
-// record (0: none). The field names are Attr's, so that node and Attr read
-// alike; node must stay free of pointers (the slab's chunks are then
-// never scanned) and at 64 bytes.
+// node is one inode: its attributes, with the owner and group as the id
+// of their pair (owners.go), and in aux the index of its extra record (0:
+// none). The other field names are Attr's, so that node and Attr read
+// alike; node must stay free of pointers (the slab's chunks are then never
+// scanned) and at 56 bytes.
 type node struct {
 	Ino   Ino
 	Size  uint64 // bytes; for a symlink the target's length; for a directory 4096
@@ -36,11 +37,39 @@ type node struct {
 	Mtime int64
 	Ctime int64
 	Mode  uint32 // type bits and permission bits
-	UID   uint32
-	GID   uint32
 	Nlink uint32
-	Rdev  uint32
+	own   uint32 // the (uid, gid) pair's id in store.owners
 	aux   uint32 // index of the extra record in store.extras, or with singleBit of the single in store.singles; 0: neither
+}
+
+// attr returns n's attributes.
+func (e *Engine) attr(n *node) Attr {
+	o := e.st.owners.get(n.own)
+	return Attr{
+		Ino: n.Ino, Mode: n.Mode, UID: o.uid, GID: o.gid, Nlink: n.Nlink, Size: n.Size,
+		Atime: n.Atime, Mtime: n.Mtime, Ctime: n.Ctime, Rdev: e.rdev(n),
+	}
+}
+
+// rdev returns a device node's device number, kept in its extra record.
+func (e *Engine) rdev(n *node) uint32 {
+	if x := e.st.extraOf(n); x != nil {
+		return x.rdev
+	}
+	return 0
+}
+
+func (n *node) isDir() bool { return n.Mode&S_IFMT == S_IFDIR }
+
+// extra holds what only some nodes have. Unlike node it has pointers, and
+// so costs the collector a scan; plain files never have one.
+type extra struct {
+	parent Ino               // directories only: the directory that holds it (root: itself)
+	dir    *dirents          // directories only
+	target string            // symlinks only
+	xattrs map[string][]byte // nil when there are none
+	file   *fileData         // regular files with data only
+	rdev   uint32            // character and block devices only: the device number
 }
 
 // singleBit marks a node's aux as naming a single rather than an extra.
@@ -54,24 +83,9 @@ type single struct {
 	chunk uint32
 }
 
-// Attr returns n's attributes.
-func (n *node) Attr() Attr {
-	return Attr{
-		Ino: n.Ino, Mode: n.Mode, UID: n.UID, GID: n.GID, Nlink: n.Nlink, Size: n.Size,
-		Atime: n.Atime, Mtime: n.Mtime, Ctime: n.Ctime, Rdev: n.Rdev,
-	}
-}
-
-func (n *node) isDir() bool { return n.Mode&S_IFMT == S_IFDIR }
-
-// extra holds what only some nodes have. Unlike node it has pointers, and
-// so costs the collector a scan; plain files never have one.
-type extra struct {
-	parent Ino               // directories only: the directory that holds it (root: itself)
-	dir    *dirents          // directories only
-	target string            // symlinks only
-	xattrs map[string][]byte // nil when there are none
-	file   *fileData         // regular files with data only
+// empty reports whether x holds nothing.
+func (x *extra) empty() bool {
+	return x.dir == nil && x.target == "" && x.xattrs == nil && x.file == nil && x.rdev == 0
 }
 
 // slabChunkBits sets the records per slab chunk: 4096 nodes make a 256 KiB
@@ -129,6 +143,7 @@ type store struct {
 	extras  slab[extra]
 	singles slab[single]
 	index   inoIndex
+	owners  owners
 }
 
 // get returns the node ino, or nil.
@@ -144,10 +159,11 @@ func (s *store) get(ino Ino) *node {
 func (s *store) slotOf(ino Ino) uint32 { return s.index.find(ino, &s.nodes) }
 
 // add returns a new node with inode number ino, which must be unused, and
-// its slot.
+// its slot; its owner is root.
 func (s *store) add(ino Ino) (uint32, *node) {
 	slot, n := s.nodes.alloc()
 	n.Ino = ino
+	s.owners.ref(0, 0)
 	s.index.insert(ino, slot, &s.nodes)
 	return slot, n
 }
@@ -159,6 +175,7 @@ func (s *store) remove(ino Ino) {
 		return
 	}
 	n := s.nodes.at(slot)
+	s.owners.unref(n.own)
 	s.dropSingle(n)
 	if n.aux != 0 {
 		s.extras.release(n.aux)
@@ -197,7 +214,7 @@ func (s *store) dropSingle(n *node) {
 // slice into a single, and releases the extra record.
 func (s *store) settle(n *node) {
 	x := s.extraOf(n)
-	if x == nil || x.file == nil || x.dir != nil || x.target != "" || x.xattrs != nil {
+	if x == nil || x.file == nil || x.dir != nil || x.target != "" || x.xattrs != nil || x.rdev != 0 {
 		return
 	}
 	cs := x.file.chunks
@@ -232,7 +249,7 @@ func (s *store) extra(n *node) *extra {
 // or nothing but one slice (which moves to a single).
 func (s *store) dropExtraIfEmpty(n *node) {
 	x := s.extraOf(n)
-	if x != nil && x.dir == nil && x.target == "" && x.xattrs == nil && x.file == nil {
+	if x != nil && x.empty() {
 		s.extras.release(n.aux)
 		n.aux = 0
 	}

@@ -10,6 +10,7 @@ func (e *Engine) checkStore() error {
 	s := &e.st
 	live := 0
 	auxOwner := make(map[uint32]Ino)
+	ownerRefs := make(map[uint32]uint64)
 	for slot := uint32(1); slot < s.nodes.next; slot++ {
 		n := s.nodes.at(slot)
 		if n.Ino == 0 {
@@ -19,6 +20,7 @@ func (e *Engine) checkStore() error {
 			continue
 		}
 		live++
+		ownerRefs[n.own]++
 		if got := s.slotOf(n.Ino); got != slot {
 			return fmt.Errorf("node %d in slot %d, but the index says %d", n.Ino, slot, got)
 		}
@@ -34,6 +36,9 @@ func (e *Engine) checkStore() error {
 	}
 	if live != s.nodes.live || live != s.index.count {
 		return fmt.Errorf("%d live nodes, but the slab counts %d and the index %d", live, s.nodes.live, s.index.count)
+	}
+	if err := s.owners.check(ownerRefs); err != nil {
+		return err
 	}
 	if len(auxOwner) != s.extras.live+s.singles.live {
 		return fmt.Errorf("%d extras and singles named, but %d and %d live", len(auxOwner), s.extras.live, s.singles.live)
@@ -60,9 +65,12 @@ func (e *Engine) checkExtra(n *node) error {
 		return fmt.Errorf("symlink %d: target missing or its length not the size", n.Ino)
 	case typ != S_IFLNK && x != nil && x.target != "":
 		return fmt.Errorf("node %d is no symlink but has a target", n.Ino)
-	case x != nil && x.dir == nil && x.target == "" && x.xattrs == nil && x.file == nil:
+	case x != nil && x.empty():
 		return fmt.Errorf("node %d has an empty extra record", n.Ino)
-	case x != nil && x.dir == nil && x.target == "" && x.xattrs == nil && len(x.file.chunks) == 1 && len(x.file.chunks[0].slices) == 1:
+	case x != nil && x.rdev != 0 && typ != S_IFCHR && typ != S_IFBLK:
+		return fmt.Errorf("node %d is no device but has a device number", n.Ino)
+	case x != nil && x.dir == nil && x.target == "" && x.xattrs == nil && x.rdev == 0 && x.file != nil &&
+		len(x.file.chunks) == 1 && len(x.file.chunks[0].slices) == 1:
 		return fmt.Errorf("node %d: one slice kept in an extra record, not a single", n.Ino)
 	}
 	if x != nil && x.dir != nil {

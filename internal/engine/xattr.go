@@ -49,7 +49,7 @@ func checkNamespace(name string) error {
 // xattrAccess checks that c may read (want = mayRead) or change (mayWrite)
 // attribute name of n, as Linux's xattr_permission followed, for writes,
 // by the capability check on security.*.
-func xattrAccess(c Cred, n *node, name string, want uint32) error {
+func (e *Engine) xattrAccess(c Cred, n *node, name string, want uint32) error {
 	switch {
 	case strings.HasPrefix(name, nsSecurity) || strings.HasPrefix(name, "system."):
 		// No restriction from the mode bits: these belong to security
@@ -74,11 +74,11 @@ func xattrAccess(c Cred, n *node, name string, want uint32) error {
 			}
 			return syscall.EPERM
 		}
-		if typ == S_IFDIR && n.Mode&S_ISVTX != 0 && want == mayWrite && !isOwner(c, n) {
+		if typ == S_IFDIR && n.Mode&S_ISVTX != 0 && want == mayWrite && !e.isOwner(c, n) {
 			return syscall.EPERM
 		}
 	}
-	return access(c, n, want)
+	return e.access(c, n, want)
 }
 
 // GetXattr returns the value of attribute name of ino (ENODATA if unset).
@@ -92,7 +92,7 @@ func (e *Engine) GetXattr(c Cred, ino Ino, name string) ([]byte, error) {
 	if err := checkXattrName(name); err != nil {
 		return nil, err
 	}
-	if err := xattrAccess(c, n, name, mayRead); err != nil {
+	if err := e.xattrAccess(c, n, name, mayRead); err != nil {
 		return nil, err
 	}
 	if err := checkNamespace(name); err != nil {
@@ -123,7 +123,7 @@ func (e *Engine) SetXattr(c Cred, ino Ino, name string, value []byte, flags uint
 	if len(value) > MaxXattrSize {
 		return syscall.E2BIG
 	}
-	if err := xattrAccess(c, n, name, mayWrite); err != nil {
+	if err := e.xattrAccess(c, n, name, mayWrite); err != nil {
 		return err
 	}
 	if err := checkNamespace(name); err != nil {
@@ -173,7 +173,7 @@ func (e *Engine) RemoveXattr(c Cred, ino Ino, name string, now int64) error {
 	if err := checkXattrName(name); err != nil {
 		return err
 	}
-	if err := xattrAccess(c, n, name, mayWrite); err != nil {
+	if err := e.xattrAccess(c, n, name, mayWrite); err != nil {
 		return err
 	}
 	if err := checkNamespace(name); err != nil {
