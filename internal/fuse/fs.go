@@ -55,6 +55,7 @@ type FS struct {
 	dirs   handles[*dirHandle]
 	files  handles[*fileHandle]
 	open   openFiles
+	locks  heldLocks
 }
 
 // New returns the file system serving c's namespace.

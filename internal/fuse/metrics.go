@@ -38,6 +38,10 @@ const (
 	opReaddir     = "readdir"
 	opReaddirplus = "readdirplus"
 	opStatfs      = "statfs"
+	opGetlk       = "getlk"
+	opSetlk       = "setlk"
+	opSetlkw      = "setlkw"
+	opFallocate   = "fallocate"
 )
 
 // latencyBuckets span 1 µs to about 4 s.

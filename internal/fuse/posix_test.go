@@ -43,7 +43,7 @@ func TestPOSIX(t *testing.T) {
 }
 
 func posixCases() []posixCase {
-	return append(metadataCases(), dataCases()...)
+	return append(append(metadataCases(), dataCases()...), lockCases()...)
 }
 
 func metadataCases() []posixCase {
