@@ -218,6 +218,19 @@ func (fs *FS) Release(cancel <-chan struct{}, in *gofuse.ReleaseIn) {
 	}
 }
 
+// commitWriters commits the writes buffered by every handle open for
+// writing on ino.
+func (fs *FS) commitWriters(ino client.Ino) error {
+	for _, h := range fs.open.of(ino) {
+		if h.write {
+			if err := h.f.Sync(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // withOpenSize returns a with the size its open writers will give it.
 func (fs *FS) withOpenSize(a client.Attr) client.Attr {
 	for _, h := range fs.open.of(a.Ino) {
@@ -236,14 +249,10 @@ func (fs *FS) withOpenSize(a client.Attr) client.Attr {
 // that none lands past the new end afterwards, and every handle then
 // continues from the new length.
 func (fs *FS) truncate(ctx context.Context, c *client.Client, ino client.Ino, s client.SetAttr) (*client.FileInfo, error) {
-	hs := fs.open.of(ino)
-	for _, h := range hs {
-		if h.write {
-			if err := h.f.Sync(); err != nil {
-				return nil, err
-			}
-		}
+	if err := fs.commitWriters(ino); err != nil {
+		return nil, err
 	}
+	hs := fs.open.of(ino)
 	fi, err := c.SetAttrIno(ctx, ino, s)
 	if err != nil {
 		return nil, err
