@@ -112,6 +112,27 @@ func testFlockTwoMounts(t *testing.T, f *fixture, dir string) {
 		t.Fatal("blocking LOCK_EX on B still waiting 10 s after A's unlock")
 	}
 
+	// A signal ends a wait: flock(1) -w waits with an alarm, which
+	// interrupts its flock(2) (exit status 1). The abandoned wait must not
+	// be granted afterwards.
+	if bin, err := exec.LookPath("flock"); err == nil {
+		start := time.Now()
+		out, err := runErr("", bin, "-w", "0.3", "-x", p, "true")
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+			t.Errorf("flock -w 0.3 on A while B holds LOCK_EX: %v %q, want exit status 1", err, out)
+		}
+		t.Logf("interrupted flock wait returned after %v", time.Since(start).Round(time.Millisecond))
+		must(t, syscall.Flock(int(b.Fd()), syscall.LOCK_UN))
+		a3, err := os.Open(p)
+		must(t, err)
+		must(t, syscall.Flock(int(a3.Fd()), syscall.LOCK_EX|syscall.LOCK_NB))
+		must(t, a3.Close())
+		eventually(t, "LOCK_EX|LOCK_NB on B after A's third file closed", func() bool {
+			return syscall.Flock(int(b.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil
+		})
+	}
+
 	// Closing B's file releases its lock; the flock(1) command on A then
 	// gets it without waiting.
 	must(t, b.Close())

@@ -233,6 +233,7 @@ type lockTable struct {
 	sessions map[rpc.ClientID]*lockSession
 	waits    map[waitKey]*lockWaiter
 	lost     map[rpc.ClientID]time.Time // clients whose locks expired, until they hear of it
+	early    map[waitKey]time.Time      // LOCK_CANCELs that came before their SETLKW
 	expired  uint64                     // sessions expired, for metrics
 }
 
@@ -249,6 +250,7 @@ func newLockTable(timeout time.Duration, now func() time.Time) *lockTable {
 		sessions: make(map[rpc.ClientID]*lockSession),
 		waits:    make(map[waitKey]*lockWaiter),
 		lost:     make(map[rpc.ClientID]time.Time),
+		early:    make(map[waitKey]time.Time),
 	}
 }
 
@@ -381,7 +383,14 @@ func (t *lockTable) setlkw(r lockReq, token uint64, wait time.Duration, reply fu
 		return
 	}
 	wait = min(max(wait, 0), maxLockWait)
+	key := waitKey{client: r.owner.client, token: token}
 	t.mu.Lock()
+	if _, ok := t.early[key]; ok {
+		delete(t.early, key)
+		t.mu.Unlock()
+		reply(uint32(syscall.EINTR))
+		return
+	}
 	replies, err := t.setLocked(&r)
 	if err != syscall.EAGAIN || wait == 0 {
 		t.mu.Unlock()
@@ -389,7 +398,6 @@ func (t *lockTable) setlkw(r lockReq, token uint64, wait time.Duration, reply fu
 		reply(statusOf(err))
 		return
 	}
-	key := waitKey{client: r.owner.client, token: token}
 	s := t.sessions[r.owner.client]
 	if _, dup := t.waits[key]; dup || s.total >= maxLocksPerClient {
 		t.mu.Unlock()
@@ -410,11 +418,17 @@ func (t *lockTable) setlkw(r lockReq, token uint64, wait time.Duration, reply fu
 }
 
 // cancel ends client's wait with token, answering it EINTR. A wait that
-// already ended (granted, timed out) is left alone.
+// already ended (granted, timed out) is left alone. A cancel that finds
+// no wait is remembered for a while, in case its SETLKW is still on the
+// way (it is then answered EINTR at once).
 func (t *lockTable) cancel(client rpc.ClientID, token uint64) {
 	t.mu.Lock()
 	t.touch(client)
-	w := t.waits[waitKey{client: client, token: token}]
+	key := waitKey{client: client, token: token}
+	w := t.waits[key]
+	if w == nil && len(t.early) < maxLocksPerClient {
+		t.early[key] = t.now()
+	}
 	t.mu.Unlock()
 	if w != nil {
 		t.endWait(w, uint32(syscall.EINTR))
@@ -561,6 +575,11 @@ func (t *lockTable) expire(now time.Time) int {
 	for client, at := range t.lost {
 		if now.Sub(at) > lostMemory {
 			delete(t.lost, client)
+		}
+	}
+	for key, at := range t.early {
+		if now.Sub(at) > 2*maxLockWait {
+			delete(t.early, key)
 		}
 	}
 	t.expired += uint64(n)

@@ -329,6 +329,14 @@ func TestLockTableWaiters(t *testing.T) {
 	}
 	tab.cancel(clientA, 9)
 
+	// A cancel that comes before its SETLKW ends it at once.
+	tab.cancel(clientA, 20)
+	replyE, gotE := waitResult()
+	tab.setlkw(w(ownerA2, lockRead, 10, 10), 20, time.Minute, replyE)
+	if st := <-gotE; st != uint32(syscall.EINTR) {
+		t.Fatalf("SETLKW after its cancel = %d, want EINTR", st)
+	}
+
 	// A wait that runs out answers EAGAIN.
 	replyT, gotT := waitResult()
 	tab.setlkw(w(ownerA2, lockRead, 10, 10), 10, time.Millisecond, replyT)
