@@ -64,6 +64,7 @@ func New(c *client.Client, opts Options) *FS {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	registerCacheMetrics(opts.Metrics, c)
 	return &FS{
 		RawFileSystem: gofuse.NewDefaultRawFileSystem(),
 		c:             c,
