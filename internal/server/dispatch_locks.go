@@ -31,14 +31,10 @@ func (s *Server) serveLock(c *rpc.Call, m pb.Method) {
 		c.Reply(0, data)
 		return
 	}
-	var req pb.LockRequest
-	if err := proto.Unmarshal(c.Payload, &req); err != nil {
+	r, req, err := decodeLock(c.Client, c.Payload)
+	if err != nil {
 		c.Reply(rpc.StatusMalformed, nil)
 		return
-	}
-	r := lockReq{
-		ino: req.Ino, owner: lockOwner{client: c.Client, owner: req.Owner}, typ: req.Type,
-		start: req.Start, end: req.End, pid: req.Pid, flock: req.Flock,
 	}
 	switch m {
 	case pb.Method_GETLK:
@@ -62,6 +58,19 @@ func (s *Server) serveLock(c *rpc.Call, m pb.Method) {
 		s.locks.cancel(c.Client, req.Token)
 		c.Reply(0, nil)
 	}
+}
+
+// decodeLock decodes a lock call of client from the network. The request
+// is checked when the lock table takes it (lockReq.check).
+func decodeLock(client rpc.ClientID, payload []byte) (lockReq, *pb.LockRequest, error) {
+	var req pb.LockRequest
+	if err := proto.Unmarshal(payload, &req); err != nil {
+		return lockReq{}, nil, err
+	}
+	return lockReq{
+		ino: req.Ino, owner: lockOwner{client: client, owner: req.Owner}, typ: req.Type,
+		start: req.Start, end: req.End, pid: req.Pid, flock: req.Flock,
+	}, &req, nil
 }
 
 // expireLocks is the lock sweeper: it releases the locks of clients
