@@ -68,6 +68,11 @@ type Options struct {
 	Storage string
 	Store   object.Store
 	Data    data.Config // block cache, transfer bounds, readahead; zero = defaults
+
+	// OnLocksLost, if set, is called (on the heartbeat goroutine) when the
+	// service reports that this client's file locks in the partition of
+	// ino expired, because it did not hear from the client in time.
+	OnLocksLost func(ino Ino)
 }
 
 // Client is a connection to Canopy.
@@ -77,6 +82,7 @@ type Client struct {
 	owner       bool          // this value closes the connection
 	callTimeout time.Duration // per attempt, as configured
 	vol         *volumeRef    // file data; shared with the clients As returns
+	locks       *lockState    // heartbeats for file locks; shared likewise
 }
 
 // Dial connects to the Canopy server at addr. addr may list several
@@ -111,7 +117,8 @@ func Dial(addr string, opts Options) (*Client, error) {
 	if callTimeout <= 0 {
 		callTimeout = defaultCallTimeout
 	}
-	return &Client{rpc: rc, cred: rpc.Cred(cred), owner: true, callTimeout: callTimeout, vol: &volumeRef{opts: opts}}, nil
+	return &Client{rpc: rc, cred: rpc.Cred(cred), owner: true, callTimeout: callTimeout, vol: &volumeRef{opts: opts},
+		locks: newLockState(opts.OnLocksLost)}, nil
 }
 
 // defaultCallTimeout is the transport's default per-attempt timeout.
@@ -120,7 +127,7 @@ const defaultCallTimeout = 10 * time.Second
 // As returns a client that shares c's connection but acts as cred. Close
 // the original client, not the one As returns.
 func (c *Client) As(cred Cred) *Client {
-	return &Client{rpc: c.rpc, cred: rpc.Cred(cred), callTimeout: c.callTimeout, vol: c.vol}
+	return &Client{rpc: c.rpc, cred: rpc.Cred(cred), callTimeout: c.callTimeout, vol: c.vol, locks: c.locks}
 }
 
 // Close waits for background data work (compactions) and closes the
@@ -130,6 +137,7 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.vol.wait()
+	c.locks.close()
 	return c.rpc.Close()
 }
 

@@ -171,6 +171,18 @@ func (c *Client) DataVolume(ctx context.Context) (*data.Volume, error) {
 	return vol, nil
 }
 
+// CacheStats returns the block cache counters of the client's data
+// volume; ok is false if no file has been read or written yet.
+func (c *Client) CacheStats() (stats data.CacheStats, ok bool) {
+	c.vol.mu.Lock()
+	vol := c.vol.vol
+	c.vol.mu.Unlock()
+	if vol == nil {
+		return stats, false
+	}
+	return vol.CacheStats(), true
+}
+
 // wait waits for the volume's background work.
 func (r *volumeRef) wait() {
 	r.mu.Lock()

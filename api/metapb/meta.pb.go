@@ -75,6 +75,14 @@ const (
 	Method_LIST_GARBAGE Method = 28 // ListSlicesRequest -> ListSlicesReply: slices no file uses any more
 	Method_PURGE        Method = 29 // PurgeRequest -> Empty (mutation): forget garbage slices whose objects are gone
 	Method_LIST_SLICES  Method = 30 // ListSlicesRequest -> ListSlicesReply: slices files use (for fsck)
+	// File locks (31-35): flock and POSIX record locks, held per client
+	// session in the memory of the partition that owns the inode (not
+	// logged); see docs/fuse.md. Routed by the inode in field 1.
+	Method_GETLK       Method = 31 // LockRequest -> LockReply: the first lock that conflicts, or type F_UNLCK
+	Method_SETLK       Method = 32 // LockRequest -> Empty: take, change or release a lock; EAGAIN on a conflict
+	Method_SETLKW      Method = 33 // LockRequest -> Empty: as SETLK, but waits up to wait_ms (then EAGAIN)
+	Method_LOCK_CANCEL Method = 34 // LockRequest (token) -> Empty: end the caller's SETLKW with that token (EINTR)
+	Method_HEARTBEAT   Method = 35 // NodeRequest -> HeartbeatReply: keeps the caller's locks in ino's partition
 	// Federation (40-59): mount and routing tables, kept in the root
 	// partition; see docs/router.md.
 	Method_TABLES_GET    Method = 40 // TablesRequest -> TablesReply (long-polls with wait_ms)
@@ -115,6 +123,11 @@ var (
 		28: "LIST_GARBAGE",
 		29: "PURGE",
 		30: "LIST_SLICES",
+		31: "GETLK",
+		32: "SETLK",
+		33: "SETLKW",
+		34: "LOCK_CANCEL",
+		35: "HEARTBEAT",
 		40: "TABLES_GET",
 		41: "TABLES_UPDATE",
 	}
@@ -150,6 +163,11 @@ var (
 		"LIST_GARBAGE":       28,
 		"PURGE":              29,
 		"LIST_SLICES":        30,
+		"GETLK":              31,
+		"SETLK":              32,
+		"SETLKW":             33,
+		"LOCK_CANCEL":        34,
+		"HEARTBEAT":          35,
 		"TABLES_GET":         40,
 		"TABLES_UPDATE":      41,
 	}
@@ -2762,6 +2780,247 @@ func (x *PurgeRequest) GetIds() []uint64 {
 	return nil
 }
 
+// LockRequest names a lock of one owner. An owner is the calling client
+// (its RPC client id) together with owner: the kernel's lock owner (a
+// process's file table for POSIX locks, an open file for flock). Types are
+// Linux's: F_RDLCK 0, F_WRLCK 1, F_UNLCK 2.
+type LockRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ino           uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
+	Owner         uint64                 `protobuf:"varint,7,opt,name=owner,proto3" json:"owner,omitempty"`
+	Type          uint32                 `protobuf:"varint,8,opt,name=type,proto3" json:"type,omitempty"`
+	Start         uint64                 `protobuf:"varint,9,opt,name=start,proto3" json:"start,omitempty"`                  // first byte
+	End           uint64                 `protobuf:"varint,10,opt,name=end,proto3" json:"end,omitempty"`                     // last byte, inclusive; 0x7fffffffffffffff = to the end of the file
+	Pid           uint32                 `protobuf:"varint,11,opt,name=pid,proto3" json:"pid,omitempty"`                     // the locking process, reported by GETLK to others
+	Flock         bool                   `protobuf:"varint,12,opt,name=flock,proto3" json:"flock,omitempty"`                 // a whole-file flock(2) lock; start and end are ignored
+	WaitMs        uint32                 `protobuf:"varint,13,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"` // SETLKW: how long the server may hold the call (capped)
+	Token         uint64                 `protobuf:"varint,14,opt,name=token,proto3" json:"token,omitempty"`                 // SETLKW, LOCK_CANCEL: names one wait of the client
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockRequest) Reset() {
+	*x = LockRequest{}
+	mi := &file_meta_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockRequest) ProtoMessage() {}
+
+func (x *LockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockRequest.ProtoReflect.Descriptor instead.
+func (*LockRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *LockRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *LockRequest) GetOwner() uint64 {
+	if x != nil {
+		return x.Owner
+	}
+	return 0
+}
+
+func (x *LockRequest) GetType() uint32 {
+	if x != nil {
+		return x.Type
+	}
+	return 0
+}
+
+func (x *LockRequest) GetStart() uint64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *LockRequest) GetEnd() uint64 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
+func (x *LockRequest) GetPid() uint32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *LockRequest) GetFlock() bool {
+	if x != nil {
+		return x.Flock
+	}
+	return false
+}
+
+func (x *LockRequest) GetWaitMs() uint32 {
+	if x != nil {
+		return x.WaitMs
+	}
+	return 0
+}
+
+func (x *LockRequest) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+// LockReply is GETLK's answer: the conflicting lock, or type F_UNLCK.
+type LockReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Type          uint32                 `protobuf:"varint,1,opt,name=type,proto3" json:"type,omitempty"`
+	Start         uint64                 `protobuf:"varint,2,opt,name=start,proto3" json:"start,omitempty"`
+	End           uint64                 `protobuf:"varint,3,opt,name=end,proto3" json:"end,omitempty"`
+	Pid           uint32                 `protobuf:"varint,4,opt,name=pid,proto3" json:"pid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockReply) Reset() {
+	*x = LockReply{}
+	mi := &file_meta_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockReply) ProtoMessage() {}
+
+func (x *LockReply) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockReply.ProtoReflect.Descriptor instead.
+func (*LockReply) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *LockReply) GetType() uint32 {
+	if x != nil {
+		return x.Type
+	}
+	return 0
+}
+
+func (x *LockReply) GetStart() uint64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *LockReply) GetEnd() uint64 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
+func (x *LockReply) GetPid() uint32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+type HeartbeatReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TimeoutMs     uint32                 `protobuf:"varint,1,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"` // a client silent this long loses its locks here
+	LocksLost     bool                   `protobuf:"varint,2,opt,name=locks_lost,json=locksLost,proto3" json:"locks_lost,omitempty"` // the caller's locks here expired since its last call
+	Locks         uint32                 `protobuf:"varint,3,opt,name=locks,proto3" json:"locks,omitempty"`                          // locks the caller holds here
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeartbeatReply) Reset() {
+	*x = HeartbeatReply{}
+	mi := &file_meta_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeartbeatReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeartbeatReply) ProtoMessage() {}
+
+func (x *HeartbeatReply) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeartbeatReply.ProtoReflect.Descriptor instead.
+func (*HeartbeatReply) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *HeartbeatReply) GetTimeoutMs() uint32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *HeartbeatReply) GetLocksLost() bool {
+	if x != nil {
+		return x.LocksLost
+	}
+	return false
+}
+
+func (x *HeartbeatReply) GetLocks() uint32 {
+	if x != nil {
+		return x.Locks
+	}
+	return 0
+}
+
 // MountEntry maps a path prefix of the namespace to a path inside a
 // virtual partition. Paths are normalized (see internal/mount).
 type MountEntry struct {
@@ -2776,7 +3035,7 @@ type MountEntry struct {
 
 func (x *MountEntry) Reset() {
 	*x = MountEntry{}
-	mi := &file_meta_proto_msgTypes[37]
+	mi := &file_meta_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2788,7 +3047,7 @@ func (x *MountEntry) String() string {
 func (*MountEntry) ProtoMessage() {}
 
 func (x *MountEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[37]
+	mi := &file_meta_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2801,7 +3060,7 @@ func (x *MountEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountEntry.ProtoReflect.Descriptor instead.
 func (*MountEntry) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{37}
+	return file_meta_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *MountEntry) GetPrefix() string {
@@ -2844,7 +3103,7 @@ type Route struct {
 
 func (x *Route) Reset() {
 	*x = Route{}
-	mi := &file_meta_proto_msgTypes[38]
+	mi := &file_meta_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2856,7 +3115,7 @@ func (x *Route) String() string {
 func (*Route) ProtoMessage() {}
 
 func (x *Route) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[38]
+	mi := &file_meta_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2869,7 +3128,7 @@ func (x *Route) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Route.ProtoReflect.Descriptor instead.
 func (*Route) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{38}
+	return file_meta_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Route) GetVpart() uint32 {
@@ -2900,7 +3159,7 @@ type TablesRequest struct {
 
 func (x *TablesRequest) Reset() {
 	*x = TablesRequest{}
-	mi := &file_meta_proto_msgTypes[39]
+	mi := &file_meta_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2912,7 +3171,7 @@ func (x *TablesRequest) String() string {
 func (*TablesRequest) ProtoMessage() {}
 
 func (x *TablesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[39]
+	mi := &file_meta_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2925,7 +3184,7 @@ func (x *TablesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TablesRequest.ProtoReflect.Descriptor instead.
 func (*TablesRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{39}
+	return file_meta_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *TablesRequest) GetIno() uint64 {
@@ -2962,7 +3221,7 @@ type TablesReply struct {
 
 func (x *TablesReply) Reset() {
 	*x = TablesReply{}
-	mi := &file_meta_proto_msgTypes[40]
+	mi := &file_meta_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2974,7 +3233,7 @@ func (x *TablesReply) String() string {
 func (*TablesReply) ProtoMessage() {}
 
 func (x *TablesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[40]
+	mi := &file_meta_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2987,7 +3246,7 @@ func (x *TablesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TablesReply.ProtoReflect.Descriptor instead.
 func (*TablesReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{40}
+	return file_meta_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *TablesReply) GetVersion() uint64 {
@@ -3026,7 +3285,7 @@ type TablesUpdate struct {
 
 func (x *TablesUpdate) Reset() {
 	*x = TablesUpdate{}
-	mi := &file_meta_proto_msgTypes[41]
+	mi := &file_meta_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3038,7 +3297,7 @@ func (x *TablesUpdate) String() string {
 func (*TablesUpdate) ProtoMessage() {}
 
 func (x *TablesUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[41]
+	mi := &file_meta_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3051,7 +3310,7 @@ func (x *TablesUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TablesUpdate.ProtoReflect.Descriptor instead.
 func (*TablesUpdate) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{41}
+	return file_meta_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *TablesUpdate) GetIno() uint64 {
@@ -3275,7 +3534,29 @@ const file_meta_proto_rawDesc = "" +
 	"\anext_id\x18\x03 \x01(\x04R\x06nextId\"2\n" +
 	"\fPurgeRequest\x12\x10\n" +
 	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x10\n" +
-	"\x03ids\x18\a \x03(\x04R\x03ids\"o\n" +
+	"\x03ids\x18\a \x03(\x04R\x03ids\"\xc8\x01\n" +
+	"\vLockRequest\x12\x10\n" +
+	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x14\n" +
+	"\x05owner\x18\a \x01(\x04R\x05owner\x12\x12\n" +
+	"\x04type\x18\b \x01(\rR\x04type\x12\x14\n" +
+	"\x05start\x18\t \x01(\x04R\x05start\x12\x10\n" +
+	"\x03end\x18\n" +
+	" \x01(\x04R\x03end\x12\x10\n" +
+	"\x03pid\x18\v \x01(\rR\x03pid\x12\x14\n" +
+	"\x05flock\x18\f \x01(\bR\x05flock\x12\x17\n" +
+	"\await_ms\x18\r \x01(\rR\x06waitMs\x12\x14\n" +
+	"\x05token\x18\x0e \x01(\x04R\x05token\"Y\n" +
+	"\tLockReply\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\rR\x04type\x12\x14\n" +
+	"\x05start\x18\x02 \x01(\x04R\x05start\x12\x10\n" +
+	"\x03end\x18\x03 \x01(\x04R\x03end\x12\x10\n" +
+	"\x03pid\x18\x04 \x01(\rR\x03pid\"d\n" +
+	"\x0eHeartbeatReply\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x01 \x01(\rR\ttimeoutMs\x12\x1d\n" +
+	"\n" +
+	"locks_lost\x18\x02 \x01(\bR\tlocksLost\x12\x14\n" +
+	"\x05locks\x18\x03 \x01(\rR\x05locks\"o\n" +
 	"\n" +
 	"MountEntry\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x14\n" +
@@ -3301,7 +3582,7 @@ const file_meta_proto_rawDesc = "" +
 	"\rremove_mounts\x18\t \x03(\tR\fremoveMounts\x124\n" +
 	"\n" +
 	"set_routes\x18\n" +
-	" \x03(\v2\x15.canopy.meta.v1.RouteR\tsetRoutes*\xcb\x03\n" +
+	" \x03(\v2\x15.canopy.meta.v1.RouteR\tsetRoutes*\x8d\x04\n" +
 	"\x06Method\x12\x16\n" +
 	"\x12METHOD_UNSPECIFIED\x10\x00\x12\b\n" +
 	"\x04NULL\x10\x01\x12\n" +
@@ -3340,7 +3621,13 @@ const file_meta_proto_rawDesc = "" +
 	"\aCOMPACT\x10\x1b\x12\x10\n" +
 	"\fLIST_GARBAGE\x10\x1c\x12\t\n" +
 	"\x05PURGE\x10\x1d\x12\x0f\n" +
-	"\vLIST_SLICES\x10\x1e\x12\x0e\n" +
+	"\vLIST_SLICES\x10\x1e\x12\t\n" +
+	"\x05GETLK\x10\x1f\x12\t\n" +
+	"\x05SETLK\x10 \x12\n" +
+	"\n" +
+	"\x06SETLKW\x10!\x12\x0f\n" +
+	"\vLOCK_CANCEL\x10\"\x12\r\n" +
+	"\tHEARTBEAT\x10#\x12\x0e\n" +
 	"\n" +
 	"TABLES_GET\x10(\x12\x11\n" +
 	"\rTABLES_UPDATE\x10)*\xba\x01\n" +
@@ -3377,7 +3664,7 @@ func file_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_meta_proto_goTypes = []any{
 	(Method)(0),                // 0: canopy.meta.v1.Method
 	(SetattrMask)(0),           // 1: canopy.meta.v1.SetattrMask
@@ -3420,11 +3707,14 @@ var file_meta_proto_goTypes = []any{
 	(*ListSlicesRequest)(nil),  // 38: canopy.meta.v1.ListSlicesRequest
 	(*ListSlicesReply)(nil),    // 39: canopy.meta.v1.ListSlicesReply
 	(*PurgeRequest)(nil),       // 40: canopy.meta.v1.PurgeRequest
-	(*MountEntry)(nil),         // 41: canopy.meta.v1.MountEntry
-	(*Route)(nil),              // 42: canopy.meta.v1.Route
-	(*TablesRequest)(nil),      // 43: canopy.meta.v1.TablesRequest
-	(*TablesReply)(nil),        // 44: canopy.meta.v1.TablesReply
-	(*TablesUpdate)(nil),       // 45: canopy.meta.v1.TablesUpdate
+	(*LockRequest)(nil),        // 41: canopy.meta.v1.LockRequest
+	(*LockReply)(nil),          // 42: canopy.meta.v1.LockReply
+	(*HeartbeatReply)(nil),     // 43: canopy.meta.v1.HeartbeatReply
+	(*MountEntry)(nil),         // 44: canopy.meta.v1.MountEntry
+	(*Route)(nil),              // 45: canopy.meta.v1.Route
+	(*TablesRequest)(nil),      // 46: canopy.meta.v1.TablesRequest
+	(*TablesReply)(nil),        // 47: canopy.meta.v1.TablesReply
+	(*TablesUpdate)(nil),       // 48: canopy.meta.v1.TablesUpdate
 }
 var file_meta_proto_depIdxs = []int32{
 	4,  // 0: canopy.meta.v1.Dirent.attr:type_name -> canopy.meta.v1.Attr
@@ -3437,10 +3727,10 @@ var file_meta_proto_depIdxs = []int32{
 	33, // 7: canopy.meta.v1.ReadChunksReply.chunks:type_name -> canopy.meta.v1.ChunkView
 	27, // 8: canopy.meta.v1.CompactRequest.slice:type_name -> canopy.meta.v1.Slice
 	37, // 9: canopy.meta.v1.ListSlicesReply.slices:type_name -> canopy.meta.v1.SliceRef
-	41, // 10: canopy.meta.v1.TablesReply.mounts:type_name -> canopy.meta.v1.MountEntry
-	42, // 11: canopy.meta.v1.TablesReply.routes:type_name -> canopy.meta.v1.Route
-	41, // 12: canopy.meta.v1.TablesUpdate.set_mounts:type_name -> canopy.meta.v1.MountEntry
-	42, // 13: canopy.meta.v1.TablesUpdate.set_routes:type_name -> canopy.meta.v1.Route
+	44, // 10: canopy.meta.v1.TablesReply.mounts:type_name -> canopy.meta.v1.MountEntry
+	45, // 11: canopy.meta.v1.TablesReply.routes:type_name -> canopy.meta.v1.Route
+	44, // 12: canopy.meta.v1.TablesUpdate.set_mounts:type_name -> canopy.meta.v1.MountEntry
+	45, // 13: canopy.meta.v1.TablesUpdate.set_routes:type_name -> canopy.meta.v1.Route
 	14, // [14:14] is the sub-list for method output_type
 	14, // [14:14] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
@@ -3459,7 +3749,7 @@ func file_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meta_proto_rawDesc), len(file_meta_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   42,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

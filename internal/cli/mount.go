@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/canopyfs/canopy/client"
 	"github.com/canopyfs/canopy/internal/fuse"
 	"github.com/canopyfs/canopy/internal/observe"
 )
@@ -100,7 +101,15 @@ func mountForeground(cmd *cobra.Command, g *globals, dir string, o mountFlags) e
 	signal.Notify(sigpipe, syscall.SIGPIPE)
 	defer signal.Stop(sigpipe)
 
-	c, err := g.dial()
+	copts, err := g.clientOptions()
+	if err != nil {
+		return err
+	}
+	copts.OnLocksLost = func(ino client.Ino) {
+		log.Warn("file locks lost: the server did not hear from this mount within its lock timeout",
+			"partition", uint64(ino)>>48)
+	}
+	c, err := client.Dial(g.addr, copts)
 	if err != nil {
 		return err
 	}

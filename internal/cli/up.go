@@ -22,6 +22,7 @@ import (
 func newUpCmd(g *globals) *cobra.Command {
 	var dir, listen, metricsListen, tlsCert, tlsKey string
 	var partitions int
+	var lockTimeout time.Duration
 	var st storageFlags
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -51,9 +52,10 @@ the namespace is partition 0's.`,
 				return err
 			}
 			if partitions != 1 {
-				return upPartitions(cmd, g, dir, listen, metricsListen, tlsCfg, partitions, &st, storeURL)
+				return upPartitions(cmd, g, dir, listen, metricsListen, tlsCfg, partitions, lockTimeout, &st, storeURL)
 			}
-			cfg := server.Config{Dir: filepath.Join(dir, "meta"), Secret: g.secret, TLS: tlsCfg, Storage: publicURL(storeURL)}
+			cfg := server.Config{Dir: filepath.Join(dir, "meta"), Secret: g.secret, TLS: tlsCfg, Storage: publicURL(storeURL),
+				LockTimeout: lockTimeout}
 			return serve(cmd, cfg, listen, metricsListen, "ready at", &st, storeURL)
 		},
 	}
@@ -63,12 +65,14 @@ the namespace is partition 0's.`,
 	st.bind(cmd, "default: DIR/objects")
 	cmd.Flags().StringVar(&listen, "listen", DefaultAddr, "address to serve on (port 0 picks a free one)")
 	cmd.Flags().IntVar(&partitions, "partitions", 1, "metadata partitions to run, behind one router when more than 1")
+	addLockTimeoutFlag(cmd, &lockTimeout)
 	return cmd
 }
 
 func newMetaCmd(g *globals) *cobra.Command {
 	var dir, listen, metricsListen, tlsCert, tlsKey string
 	var partition uint16
+	var lockTimeout time.Duration
 	var st storageFlags
 	cmd := &cobra.Command{
 		Use:     "meta",
@@ -84,7 +88,8 @@ func newMetaCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cfg := server.Config{Dir: dir, Partition: partition, Secret: g.secret, TLS: tlsCfg, Storage: publicURL(storeURL)}
+			cfg := server.Config{Dir: dir, Partition: partition, Secret: g.secret, TLS: tlsCfg, Storage: publicURL(storeURL),
+				LockTimeout: lockTimeout}
 			return serve(cmd, cfg, listen, metricsListen, fmt.Sprintf("meta partition %d ready at", partition), &st, storeURL)
 		},
 	}
@@ -94,8 +99,16 @@ func newMetaCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&listen, "listen", DefaultAddr, "address to serve on (port 0 picks a free one)")
 	cmd.Flags().Uint16Var(&partition, "partition", 0, "partition id this server owns")
 	st.bind(cmd, "default: none, files hold no data")
+	addLockTimeoutFlag(cmd, &lockTimeout)
 	cmd.MarkFlagRequired("dir")
 	return cmd
+}
+
+// addLockTimeoutFlag adds --lock-timeout, how long a client holding file
+// locks may stay silent before the server releases them.
+func addLockTimeoutFlag(cmd *cobra.Command, d *time.Duration) {
+	cmd.Flags().DurationVar(d, "lock-timeout", server.DefaultLockTimeout,
+		"a client holding file locks that the server does not hear from for this long loses them")
 }
 
 // serve opens a metadata server, starts the collector of its object store

@@ -32,7 +32,7 @@ func partitionMount(k int) string { return fmt.Sprintf("/p%d", k) }
 
 // upPartitions runs n partitions and a router until a signal or a
 // partition's log fails.
-func upPartitions(cmd *cobra.Command, g *globals, dir, listen, metricsListen string, tlsCfg *tls.Config, n int,
+func upPartitions(cmd *cobra.Command, g *globals, dir, listen, metricsListen string, tlsCfg *tls.Config, n int, lockTimeout time.Duration,
 	st *storageFlags, storeURL string) error {
 	if n < 2 || n > mount.VirtualPartitions {
 		return fmt.Errorf("up: --partitions %d: want 1 to %d", n, mount.VirtualPartitions)
@@ -42,7 +42,7 @@ func upPartitions(cmd *cobra.Command, g *globals, dir, listen, metricsListen str
 	failed := make(chan error, n)
 	for k := range n {
 		cfg := server.Config{Dir: filepath.Join(dir, fmt.Sprintf("p%d", k)), Partition: uint16(k), Secret: g.secret,
-			Logger: log.With("partition", k), Storage: publicURL(storeURL)}
+			Logger: log.With("partition", k), Storage: publicURL(storeURL), LockTimeout: lockTimeout}
 		srv, addr, stop, err := startPartition(cfg, metricsListen != "")
 		if err != nil {
 			return err

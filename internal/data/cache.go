@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/canopyfs/canopy/internal/object"
 )
@@ -43,6 +44,22 @@ type blockCache struct {
 	m     map[blockRef]*cached
 	lru   *list.List // front: most recent
 	bytes int64
+
+	stats cacheCounters
+}
+
+// cacheCounters count what the cache did; any goroutine may read them.
+type cacheCounters struct {
+	hits, misses, prefetches, fetchedBytes atomic.Uint64
+}
+
+// CacheStats are a Volume's block cache counters.
+type CacheStats struct {
+	Hits         uint64 // reads of a block that was cached or already coming
+	Misses       uint64 // reads that had to start a download
+	Prefetches   uint64 // downloads started ahead of reads (readahead)
+	FetchedBytes uint64 // bytes downloaded from the object store
+	Bytes        int64  // bytes the cache holds now
 }
 
 func newBlockCache(store object.Store, pool *bufPool, limit int64, downloads int) *blockCache {
@@ -55,7 +72,12 @@ func newBlockCache(store object.Store, pool *bufPool, limit int64, downloads int
 // get returns the block's bytes, downloading them if needed, and a release
 // function the caller must call when done with them.
 func (c *blockCache) get(ctx context.Context, ref blockRef) ([]byte, func(), error) {
-	e := c.acquire(ref, true)
+	e, found := c.acquire(ref, true)
+	if found {
+		c.stats.hits.Add(1)
+	} else {
+		c.stats.misses.Add(1)
+	}
 	select {
 	case <-e.ready:
 	case <-ctx.Done():
@@ -84,12 +106,16 @@ func (c *blockCache) prefetch(ref blockRef) {
 	default:
 		return
 	}
-	c.release(c.acquire(ref, true))
+	e, found := c.acquire(ref, true)
+	if !found {
+		c.stats.prefetches.Add(1)
+	}
+	c.release(e)
 }
 
 // acquire returns the entry of ref with a reference held, starting its
-// download if it is new.
-func (c *blockCache) acquire(ref blockRef, fetch bool) *cached {
+// download if it is new (found false).
+func (c *blockCache) acquire(ref blockRef, fetch bool) (e *cached, found bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.m[ref]; ok {
@@ -97,15 +123,24 @@ func (c *blockCache) acquire(ref blockRef, fetch bool) *cached {
 		if e.elem != nil {
 			c.lru.MoveToFront(e.elem)
 		}
-		return e
+		return e, true
 	}
-	e := &cached{ref: ref, ready: make(chan struct{}), refs: 1}
+	e = &cached{ref: ref, ready: make(chan struct{}), refs: 1}
 	e.elem = c.lru.PushFront(e)
 	c.m[ref] = e
 	c.bytes += int64(ref.size)
 	c.evictLocked()
 	go c.fetch(e)
-	return e
+	return e, false
+}
+
+// snapshot returns the cache's counters.
+func (c *blockCache) snapshot() CacheStats {
+	c.mu.Lock()
+	bytes := c.bytes
+	c.mu.Unlock()
+	return CacheStats{Hits: c.stats.hits.Load(), Misses: c.stats.misses.Load(), Prefetches: c.stats.prefetches.Load(),
+		FetchedBytes: c.stats.fetchedBytes.Load(), Bytes: bytes}
 }
 
 // fetch downloads e's block; it runs on its own goroutine.
@@ -127,6 +162,7 @@ func (c *blockCache) fetch(e *cached) {
 		}
 	} else {
 		e.data = buf
+		c.stats.fetchedBytes.Add(uint64(len(buf)))
 	}
 	c.mu.Unlock()
 	close(e.ready)

@@ -93,6 +93,9 @@ func NewVolume(store object.Store, cfg Config) (*Volume, error) {
 	return v, nil
 }
 
+// CacheStats returns the block cache's counters.
+func (v *Volume) CacheStats() CacheStats { return v.cache.snapshot() }
+
 // Wait waits for the background work the Volume started (compactions).
 func (v *Volume) Wait() { v.bg.Wait() }
 

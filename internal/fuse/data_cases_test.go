@@ -3,6 +3,7 @@ package fuse
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -30,6 +32,7 @@ func dataCases() []posixCase {
 		{"size_while_writing", testSizeWhileWriting},
 		{"cp_diff_tar_contents", testCopyTreeContents},
 		{"sqlite", testSqlite},
+		{"utimes_before_close", testUtimesBeforeClose},
 	}
 }
 
@@ -335,32 +338,61 @@ func testSqlite(t *testing.T, f *fixture, dir string) {
 		t.Skip("skipped: no sqlite3 (apt-get install -y sqlite3)")
 	}
 	db := filepath.Join(dir, "test.db")
-	script := `PRAGMA journal_mode=DELETE;
-CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT);
-BEGIN;
-WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 5000)
-INSERT INTO t(v) SELECT printf('row %d %s', i, hex(randomblob(40))) FROM n;
+	// 10,000 rows in ten transactions (each a rollback journal created,
+	// written, synced and deleted, under sqlite's fcntl locks, which go to
+	// the service), then a delete, a VACUUM and the integrity check.
+	var script strings.Builder
+	script.WriteString("PRAGMA journal_mode=DELETE;\nCREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT);\n")
+	for tx := range 10 {
+		fmt.Fprintf(&script, `BEGIN;
+WITH RECURSIVE n(i) AS (SELECT %d UNION ALL SELECT i+1 FROM n WHERE i < %d)
+INSERT INTO t(id, v) SELECT i, printf('row %%d %%s', i, hex(randomblob(40))) FROM n;
 COMMIT;
+`, tx*1000+1, tx*1000+1000)
+	}
+	script.WriteString(`SELECT count(*) FROM t;
 DELETE FROM t WHERE id % 3 = 0;
 VACUUM;
 SELECT count(*) FROM t;
-PRAGMA integrity_check;`
+PRAGMA integrity_check;`)
 	cmd := exec.Command(bin, db)
-	cmd.Stdin = strings.NewReader(script)
+	cmd.Stdin = strings.NewReader(script.String())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("sqlite3: %v\n%s", err, out)
 	}
-	if got := strings.Fields(string(out)); len(got) < 2 || got[len(got)-2] != "3334" || got[len(got)-1] != "ok" {
-		t.Errorf("sqlite3 printed %q, want the count 3334 and ok", out)
+	if got := strings.Fields(string(out)); len(got) < 3 || got[len(got)-3] != "10000" || got[len(got)-2] != "6667" || got[len(got)-1] != "ok" {
+		t.Errorf("sqlite3 printed %q, want the counts 10000 and 6667 and ok", out)
 	}
 	// The server's copy is a valid database too.
 	local := filepath.Join(t.TempDir(), "copy.db")
 	must(t, os.WriteFile(local, f.sdkRead(t, db), 0o644))
 	out, err = exec.Command(bin, local, "SELECT count(*) FROM t; PRAGMA integrity_check;").CombinedOutput()
-	if err != nil || strings.Join(strings.Fields(string(out)), " ") != "3334 ok" {
+	if err != nil || strings.Join(strings.Fields(string(out)), " ") != "6667 ok" {
 		t.Errorf("server's copy: %v %q", err, out)
 	}
 }
 
 var _ = unix.O_RDONLY
+
+// testUtimesBeforeClose sets a file's times through its descriptor after
+// writing and before closing it, as tar -x and cp -p do: the times set
+// stay, the commit of the buffered writes at close does not replace them.
+func testUtimesBeforeClose(t *testing.T, f *fixture, dir string) {
+	p := filepath.Join(dir, "f")
+	fd, err := os.Create(p)
+	must(t, err)
+	_, err = fd.Write(randomBytes(100000, 7))
+	must(t, err)
+	when := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
+	ts := []unix.Timespec{unix.NsecToTimespec(when.UnixNano()), unix.NsecToTimespec(when.UnixNano())}
+	must(t, unix.UtimesNanoAt(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd.Fd()), ts, 0))
+	must(t, fd.Close())
+	if a := f.sdkStat(t, p); !a.Mtime.Equal(when) || a.Size != 100000 {
+		t.Errorf("server: mtime %v size %d, want %v and 100000", a.Mtime.UTC(), a.Size, when)
+	}
+	st := lstat(t, p)
+	if got := time.Unix(st.Mtim.Unix()); !got.Equal(when) {
+		t.Errorf("mount: mtime %v, want %v", got.UTC(), when)
+	}
+}

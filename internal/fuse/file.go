@@ -25,6 +25,7 @@ type fileHandle struct {
 	f     *client.File
 	ino   client.Ino
 	write bool
+	flags uint32 // the open(2) flags
 }
 
 // openFiles indexes the open files by inode, so that GETATTR counts
@@ -80,7 +81,7 @@ func (fs *FS) openFile(c *client.Client, ino client.Ino, flags uint32) (uint64, 
 	if err != nil {
 		return 0, err
 	}
-	h := &fileHandle{f: f, ino: ino, write: flags&syscall.O_ACCMODE != syscall.O_RDONLY}
+	h := &fileHandle{f: f, ino: ino, write: flags&syscall.O_ACCMODE != syscall.O_RDONLY, flags: flags}
 	fs.open.add(h)
 	return fs.files.add(h), nil
 }
@@ -164,7 +165,9 @@ func (fs *FS) Write(cancel <-chan struct{}, in *gofuse.WriteIn, data []byte) (wr
 // reports a failure to store them.
 func (fs *FS) Flush(cancel <-chan struct{}, in *gofuse.FlushIn) (st gofuse.Status) {
 	defer fs.observe(opFlush, time.Now(), &st)
-	return fs.sync(opFlush, in.Fh)
+	st = fs.sync(opFlush, in.Fh)
+	fs.releaseLocks(client.Ino(in.NodeId), in.LockOwner, false)
+	return st
 }
 
 // Fsync commits buffered writes; a commit is durable on the service.
@@ -206,10 +209,26 @@ func (fs *FS) Release(cancel <-chan struct{}, in *gofuse.ReleaseIn) {
 		st = gofuse.EBADF
 		return
 	}
+	if in.ReleaseFlags&gofuse.FUSE_RELEASE_FLOCK_UNLOCK != 0 {
+		fs.releaseLocks(h.ino, in.LockOwner, true)
+	}
 	fs.open.remove(h)
 	if err := h.f.Close(); err != nil {
 		st = fs.fail(opRelease, err)
 	}
+}
+
+// commitWriters commits the writes buffered by every handle open for
+// writing on ino.
+func (fs *FS) commitWriters(ino client.Ino) error {
+	for _, h := range fs.open.of(ino) {
+		if h.write {
+			if err := h.f.Sync(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // withOpenSize returns a with the size its open writers will give it.
@@ -230,14 +249,10 @@ func (fs *FS) withOpenSize(a client.Attr) client.Attr {
 // that none lands past the new end afterwards, and every handle then
 // continues from the new length.
 func (fs *FS) truncate(ctx context.Context, c *client.Client, ino client.Ino, s client.SetAttr) (*client.FileInfo, error) {
-	hs := fs.open.of(ino)
-	for _, h := range hs {
-		if h.write {
-			if err := h.f.Sync(); err != nil {
-				return nil, err
-			}
-		}
+	if err := fs.commitWriters(ino); err != nil {
+		return nil, err
 	}
+	hs := fs.open.of(ino)
 	fi, err := c.SetAttrIno(ctx, ino, s)
 	if err != nil {
 		return nil, err
@@ -246,4 +261,45 @@ func (fs *FS) truncate(ctx context.Context, c *client.Client, ino client.Ino, s 
 		h.f.Resized(s.Size)
 	}
 	return fi, nil
+}
+
+// fallocate(2) modes the mount takes: 0 (make the file at least
+// offset+length long) and FALLOC_FL_KEEP_SIZE alone, which changes
+// nothing. Canopy stores no blocks ahead of writes, so neither reserves
+// space; punching holes, zeroing, collapsing and inserting ranges answer
+// EOPNOTSUPP.
+const fallocKeepSize = 0x01
+
+// Fallocate makes the file at least in.Offset+in.Length bytes long (never
+// shorter) in one commit on the service.
+func (fs *FS) Fallocate(cancel <-chan struct{}, in *gofuse.FallocateIn) (st gofuse.Status) {
+	defer fs.observe(opFallocate, time.Now(), &st)
+	h, st := fs.handle(in.Fh)
+	if st != gofuse.OK {
+		return st
+	}
+	if in.Mode&^fallocKeepSize != 0 {
+		return gofuse.Status(syscall.EOPNOTSUPP)
+	}
+	if !h.write {
+		return gofuse.EBADF
+	}
+	end := in.Offset + in.Length
+	if in.Length == 0 || end < in.Offset || end > client.LockEOF {
+		return gofuse.EINVAL
+	}
+	if in.Mode&fallocKeepSize != 0 {
+		return gofuse.OK
+	}
+	if fs.readOnly() {
+		return gofuse.EROFS
+	}
+	ctx, c := fs.asMutation(&in.Caller)
+	if _, err := c.Commit(ctx, uint64(h.ino), nil, end); err != nil {
+		return fs.fail(opFallocate, err)
+	}
+	for _, o := range fs.open.of(h.ino) {
+		o.f.Invalidate() // reads past the old end now see zeros
+	}
+	return gofuse.OK
 }

@@ -55,6 +55,7 @@ type FS struct {
 	dirs   handles[*dirHandle]
 	files  handles[*fileHandle]
 	open   openFiles
+	locks  heldLocks
 }
 
 // New returns the file system serving c's namespace.
@@ -63,6 +64,7 @@ func New(c *client.Client, opts Options) *FS {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	registerCacheMetrics(opts.Metrics, c)
 	return &FS{
 		RawFileSystem: gofuse.NewDefaultRawFileSystem(),
 		c:             c,

@@ -7,6 +7,9 @@ import (
 	gofuse "github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
+
+	"github.com/canopyfs/canopy/client"
+	"github.com/canopyfs/canopy/internal/data"
 )
 
 // The FUSE operations the mount counts, as metric labels.
@@ -38,6 +41,10 @@ const (
 	opReaddir     = "readdir"
 	opReaddirplus = "readdirplus"
 	opStatfs      = "statfs"
+	opGetlk       = "getlk"
+	opSetlk       = "setlk"
+	opSetlkw      = "setlkw"
+	opFallocate   = "fallocate"
 )
 
 // latencyBuckets span 1 µs to about 4 s.
@@ -66,6 +73,39 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	reg.MustRegister(m.ops, m.seconds)
 	return m
+}
+
+// registerCacheMetrics publishes the block cache counters of c's data
+// volume (zero until a file is read or written).
+func registerCacheMetrics(reg prometheus.Registerer, c *client.Client) {
+	if reg == nil {
+		return
+	}
+	stat := func(pick func(data.CacheStats) float64) func() float64 {
+		return func() float64 {
+			s, _ := c.CacheStats()
+			return pick(s)
+		}
+	}
+	counters := []struct {
+		name, help string
+		pick       func(data.CacheStats) float64
+	}{
+		{"canopy_fuse_block_cache_hits_total", "File data reads served by a block already in the mount's cache (or already coming).",
+			func(s data.CacheStats) float64 { return float64(s.Hits) }},
+		{"canopy_fuse_block_cache_misses_total", "File data reads that had to download a block from the object store.",
+			func(s data.CacheStats) float64 { return float64(s.Misses) }},
+		{"canopy_fuse_block_cache_prefetches_total", "Blocks downloaded ahead of reads (readahead).",
+			func(s data.CacheStats) float64 { return float64(s.Prefetches) }},
+		{"canopy_fuse_block_cache_fetched_bytes_total", "Bytes downloaded from the object store into the block cache.",
+			func(s data.CacheStats) float64 { return float64(s.FetchedBytes) }},
+	}
+	for _, k := range counters {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: k.name, Help: k.help}, stat(k.pick)))
+	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "canopy_fuse_block_cache_bytes", Help: "Bytes of file data the mount's block cache holds.",
+	}, stat(func(s data.CacheStats) float64 { return float64(s.Bytes) })))
 }
 
 // done records one operation that started at start and ended with st.

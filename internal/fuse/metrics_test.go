@@ -49,6 +49,53 @@ func TestMetricsCountOperations(t *testing.T) {
 	}
 }
 
+// TestMetricsCacheAndLocks checks the block cache counters and the lock
+// operations on --metrics-listen: a file written and read twice through
+// the mount (the second read from the cache), and a flock.
+func TestMetricsCacheAndLocks(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	f := mountTest(t, Options{Metrics: reg})
+	p := f.path("data")
+	want := randomBytes(3<<20, 5)
+	must(t, os.WriteFile(p, want, 0o644))
+	counter := func(name string) float64 {
+		mfs, err := reg.Gather()
+		must(t, err)
+		for _, mf := range mfs {
+			if mf.GetName() == name {
+				return mf.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+		t.Fatalf("no metric %s", name)
+		return 0
+	}
+	got, err := os.ReadFile(p)
+	must(t, err)
+	sameBytes(t, "first read", got, want)
+	misses, fetched := counter("canopy_fuse_block_cache_misses_total")+counter("canopy_fuse_block_cache_prefetches_total"),
+		counter("canopy_fuse_block_cache_fetched_bytes_total")
+	if misses < 1 || fetched < 3<<20 {
+		t.Errorf("after the first read: %v downloads started, %v bytes fetched; want at least 1 and 3 MiB", misses, fetched)
+	}
+	hits := counter("canopy_fuse_block_cache_hits_total")
+	got, err = os.ReadFile(p) // the kernel's page cache is dropped at open
+	must(t, err)
+	sameBytes(t, "second read", got, want)
+	if h := counter("canopy_fuse_block_cache_hits_total"); h <= hits {
+		t.Errorf("second read: cache hits %v, before %v", h, hits)
+	}
+	if fb := counter("canopy_fuse_block_cache_fetched_bytes_total"); fb != fetched {
+		t.Errorf("second read fetched %v more bytes", fb-fetched)
+	}
+	fd, err := os.Open(p)
+	must(t, err)
+	must(t, syscall.Flock(int(fd.Fd()), syscall.LOCK_EX|syscall.LOCK_NB))
+	must(t, fd.Close())
+	if got := testutil.ToFloat64(f.m.FS.m.ops.WithLabelValues(opSetlk, "ok")); got < 1 {
+		t.Errorf("setlk ok: %v", got)
+	}
+}
+
 // TestConcurrentCallers runs several goroutines creating, listing,
 // renaming and removing in the same directories at once (run it with
 // -race), then checks the server holds exactly what they left.

@@ -47,6 +47,7 @@ func MountAt(c *client.Client, dir string, opts Options) (*Mount, error) {
 		MaxBackground: 64,
 		MaxWrite:      maxWrite,
 		Debug:         opts.Debug,
+		EnableLocks:   true, // flock and fcntl locks come to the mount, which asks the service
 	}
 	if mo.FsName == "" {
 		mo.FsName = "canopy"

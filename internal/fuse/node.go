@@ -57,7 +57,14 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *gofuse.SetAttrIn, out *gofuse.
 	case s.Valid&client.SetSize != 0:
 		fi, err = fs.truncate(ctx, c, ino, s)
 	default:
-		fi, err = c.SetAttrIno(ctx, ino, s)
+		if s.Valid&(client.SetMtime|client.SetMtimeNow) != 0 {
+			// Writes buffered before the utimes must not stamp the file
+			// with their commit time after it (tar -x, cp -p).
+			err = fs.commitWriters(ino)
+		}
+		if err == nil {
+			fi, err = c.SetAttrIno(ctx, ino, s)
+		}
 	}
 	if err != nil {
 		return fs.fail(opSetattr, err)

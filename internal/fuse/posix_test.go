@@ -43,7 +43,7 @@ func TestPOSIX(t *testing.T) {
 }
 
 func posixCases() []posixCase {
-	return append(metadataCases(), dataCases()...)
+	return slices.Concat(metadataCases(), dataCases(), lockCases(), programCases())
 }
 
 func metadataCases() []posixCase {

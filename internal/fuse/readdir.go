@@ -105,7 +105,9 @@ func (fs *FS) OpenDir(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.Ope
 
 // ReleaseDir closes a directory.
 func (fs *FS) ReleaseDir(in *gofuse.ReleaseIn) {
-	fs.dirs.remove(in.Fh)
+	if d, ok := fs.dirs.remove(in.Fh); ok && in.ReleaseFlags&gofuse.FUSE_RELEASE_FLOCK_UNLOCK != 0 {
+		fs.releaseLocks(d.ino, in.LockOwner, true)
+	}
 }
 
 // ReadDir lists entries from in.Offset.

@@ -48,6 +48,10 @@ func (s *Server) serveCall(c *rpc.Call) {
 		c.Reply(0, data)
 		return
 	}
+	if isLockMethod(m) {
+		s.serveLock(c, m)
+		return
+	}
 	req := newRequest(m)
 	if req == nil {
 		c.Reply(rpc.StatusUnknownMethod, nil)

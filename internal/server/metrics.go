@@ -95,11 +95,17 @@ func newMetrics(s *Server, reg prometheus.Registerer) *metrics {
 		{"canopy_meta_open_files", "Files open by clients (opens counted once per file).", s.stats.openFiles.Load},
 		{"canopy_meta_orphans", "Files kept open after their last link went.", s.stats.orphans.Load},
 		{"canopy_meta_packed_dirs", "Directories the idle sweep holds compressed.", s.stats.packed.Load},
+		{"canopy_meta_file_locks", "File locks held (POSIX ranges and flocks).", func() int64 { l, _, _ := s.locks.stats(); return int64(l) }},
+		{"canopy_meta_lock_waits", "SETLKW calls waiting for a lock.", func() int64 { _, w, _ := s.locks.stats(); return int64(w) }},
 	}
 	for _, g := range gauges {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: g.name, Help: g.help},
 			func() float64 { return float64(g.value()) }))
 	}
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "canopy_meta_lock_sessions_expired_total",
+		Help: "Clients that lost their file locks by staying silent past the lock timeout.",
+	}, func() float64 { _, _, n := s.locks.stats(); return float64(n) }))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "canopy_meta_log_lsn",
 		Help: "Sequence number of the last record written to the transaction log.",

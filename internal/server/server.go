@@ -39,6 +39,7 @@ type Config struct {
 	TLS             *tls.Config           // serve TLS; nil = plain TCP
 	TableWatches    int                   // long-polling TABLES_GET calls parked at once; default 1024
 	Storage         string                // object store URL that VOLUME tells clients (object.Open), without secrets
+	LockTimeout     time.Duration         // a client holding file locks and silent this long loses them; default 10 s
 
 	// The idle sweep packs directories unused for a while (idle.go).
 	IdleBudget        int           // work per step (entries packed plus directories visited); default 1000
@@ -112,6 +113,7 @@ type Server struct {
 	ckptBusy atomic.Bool         // a checkpoint is being written
 
 	watch *tablesWatch // parked TABLES_GET long polls; see dispatch_tables.go
+	locks *lockTable   // file locks per client session; see locks.go
 
 	stats   stats
 	metrics *metrics
@@ -141,6 +143,7 @@ func Open(cfg Config) (*Server, error) {
 		stopped:  make(chan struct{}),
 		failed:   make(chan struct{}),
 		watch:    newTablesWatch(cfg.TableWatches),
+		locks:    newLockTable(cfg.LockTimeout, nil),
 	}
 	start := time.Now()
 	if err := s.recover(); err != nil {
@@ -156,10 +159,11 @@ func Open(cfg Config) (*Server, error) {
 		MethodName:   func(m uint16) string { return strings.ToLower(pb.Method(m).String()) },
 		OnClientGone: s.clientGone,
 	})
-	s.loops.Add(3)
+	s.loops.Add(4)
 	go s.applyLoop()
 	go s.commitLoop()
 	go s.checkpointLoop()
+	go s.expireLocks()
 	return s, nil
 }
 

@@ -85,10 +85,15 @@ func (s *Server) releaseClient(client rpc.ClientID, now int64) {
 }
 
 // clientGone is the RPC server's OnClientGone hook, on a reader goroutine:
-// it queues the release of the client's opens behind the calls the
-// client's connections queued. The send waits for room rather than drop
+// it releases the client's file locks (lock calls are answered on the
+// readers, so none of the client's can come after), and queues the
+// release of the client's opens behind the calls the client's
+// connections queued. The send waits for room rather than drop
 // the release; the apply loop drains the queue until every reader is gone.
 func (s *Server) clientGone(client rpc.ClientID) {
+	if s.locks.releaseClient(client) {
+		s.log.Debug("locks of departed client released", "client", client.String())
+	}
 	select {
 	case s.reads <- &op{gone: true, client: client}:
 	case <-s.stopped:

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# fuse.sh: file I/O through a Canopy FUSE mount against the same work on
+# this machine's local disk, in one run.
+#
+# 1. fio, one job of sequential 1 MiB writes (then reads) of one SIZE
+#    file, O_DIRECT, psync: first in a directory of the local disk, then
+#    in a `canopy mount` of a `canopy up` whose object store is on that
+#    disk. The mount is remounted between the write and the read, so the
+#    read comes from the object store, not from the mount's block cache.
+# 2. Small files: SMALL files of 4 KiB created and written (open, write,
+#    close) by one process, then by 8 processes, on the mount and on the
+#    local disk (there once without and once with fsync before each close:
+#    every close on the mount commits the file durably on the metadata
+#    service).
+#
+# Needs root (the mount calls mount(2)). Prints a Markdown table.
+#
+# Usage: bench/fuse.sh [SIZE] [SMALL]   (defaults: 1GiB 10000)
+# The work directory is $DIR (default: a new one under /tmp), removed after.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SIZE=${1:-1GiB}
+SMALL=${2:-10000}
+
+if ! command -v fio >/dev/null 2>&1; then
+	echo "installing fio from Debian" >&2
+	apt-get update -qq && apt-get install -y -qq fio >/dev/null
+fi
+
+work=${DIR:-$(mktemp -d /tmp/canopy-fuse.XXXXXX)}
+mkdir -p "$work/local" "$work/mnt"
+cleanup() {
+	mountpoint -q "$work/mnt" && { "$work/canopy" umount "$work/mnt" || umount -l "$work/mnt"; }
+	[ -n "${canopy_pid:-}" ] && kill "$canopy_pid" 2>/dev/null && wait "$canopy_pid" 2>/dev/null
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+go build -o "$work/canopy" ./cmd/canopy
+"$work/canopy" up --dir "$work/data" --listen 127.0.0.1:0 >"$work/up.out" 2>"$work/up.err" &
+canopy_pid=$!
+for _ in $(seq 100); do grep -q "ready at" "$work/up.out" && break; sleep 0.1; done
+ADDR=$(sed -n 's/.*ready at //p' "$work/up.out")
+mount_it() { "$work/canopy" mount --addr "$ADDR" -d "$work/mnt" >/dev/null 2>>"$work/mount.err"; }
+umount_it() { "$work/canopy" umount "$work/mnt" >/dev/null; sleep 0.5; }
+
+fio_size=$(echo "$SIZE" | sed 's/iB$//; s/B$//') # fio reads 1G, 1M as powers of 1024
+# fio_mib RW DIR: MiB/s of one sequential job.
+fio_mib() {
+	fio --name=seq --directory="$2" --filename=seq.dat --rw="$1" --bs=1M --size="$fio_size" --numjobs=1 \
+		--direct=1 --ioengine=psync --end_fsync=1 --output-format=json |
+		python3 -c 'import json,sys; j=json.load(sys.stdin)["jobs"][0]; print("%.1f" % ((j["write"]["bw_bytes"] + j["read"]["bw_bytes"]) / 1048576))'
+}
+
+echo "fio: local disk, sequential write then read, 1 x $SIZE" >&2
+local_w=$(fio_mib write "$work/local")
+local_r=$(fio_mib read "$work/local")
+rm -f "$work/local/seq.dat"
+
+echo "fio: through the mount" >&2
+mount_it
+mount_w=$(fio_mib write "$work/mnt")
+umount_it
+mount_it
+mount_r=$(fio_mib read "$work/mnt")
+rm -f "$work/mnt/seq.dat"
+
+# small PROCS DIR FSYNC: files created per second, SMALL files of 4 KiB
+# split over PROCS processes.
+small() {
+	python3 - "$1" "$2" "$3" "$SMALL" <<'PY'
+import os, sys, time
+from multiprocessing import Process
+procs, root, sync, n = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "1", int(sys.argv[4])
+buf = os.urandom(4096)
+def work(k):
+    d = os.path.join(root, f"w{k}")
+    os.mkdir(d)
+    for i in range(k, n, procs):
+        fd = os.open(os.path.join(d, f"f{i}"), os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644)
+        os.write(fd, buf)
+        if sync:
+            os.fsync(fd)
+        os.close(fd)
+start = time.monotonic()
+ps = [Process(target=work, args=(k,)) for k in range(procs)]
+for p in ps: p.start()
+for p in ps: p.join()
+print("%.0f" % (n / (time.monotonic() - start)))
+PY
+}
+
+declare -A rate
+for procs in 1 8; do
+	for where in local local_fsync mnt; do
+		d="$work/$where-$procs"
+		[ "$where" = mnt ] && d="$work/mnt/small-$procs"
+		mkdir -p "$d"
+		sync_flag=0
+		[ "$where" = local_fsync ] && sync_flag=1
+		echo "small files: $SMALL x 4 KiB, $procs processes, $where" >&2
+		rate[$where-$procs]=$(small "$procs" "$d" "$sync_flag")
+	done
+done
+
+python3 - "$SIZE" "$SMALL" "$local_w" "$mount_w" "$local_r" "$mount_r" \
+	"${rate[local-1]}" "${rate[local_fsync-1]}" "${rate[mnt-1]}" \
+	"${rate[local-8]}" "${rate[local_fsync-8]}" "${rate[mnt-8]}" <<'PY'
+import sys
+size, small = sys.argv[1], sys.argv[2]
+lw, mw, lr, mr = map(float, sys.argv[3:7])
+r = list(map(float, sys.argv[7:13]))
+print("| fio, 1 job, 1 MiB sequential, O_DIRECT | local disk MiB/s | mount MiB/s | mount / local |")
+print("|---|---|---|---|")
+print(f"| write {size} (end_fsync) | {lw:,.0f} | {mw:,.0f} | {mw/lw:.2f} |")
+print(f"| read {size} (mount remounted first) | {lr:,.0f} | {mr:,.0f} | {mr/lr:.2f} |")
+print()
+print(f"| {small} files of 4 KiB (create, write, close) | local files/s | local with fsync, files/s | mount files/s | mount / local | mount / local with fsync |")
+print("|---|---|---|---|---|---|")
+for i, procs in enumerate((1, 8)):
+    l, lf, m = r[3*i:3*i+3]
+    print(f"| {procs} process{'es' if procs > 1 else ''} | {l:,.0f} | {lf:,.0f} | {m:,.0f} | {m/l:.3f} | {m/lf:.2f} |")
+PY

@@ -1,0 +1,250 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	pb "github.com/canopyfs/canopy/api/metapb"
+)
+
+// File locks, kept by the metadata service per client (see docs/fuse.md):
+// POSIX record locks (fcntl) and whole-file flock locks. A lock's owner is
+// this client together with an owner id the caller picks (a FUSE mount
+// passes the kernel's lock owner), so two owners of one client conflict
+// like two processes. The service releases a client's locks when its
+// connections close, or when it has not heard from the client for its
+// lock timeout: while it holds locks, the client sends a heartbeat a few
+// times per timeout.
+
+// LockType is a lock's type, as Linux numbers them.
+type LockType uint32
+
+// Lock types.
+const (
+	ReadLock  LockType = syscall.F_RDLCK
+	WriteLock LockType = syscall.F_WRLCK
+	Unlock    LockType = syscall.F_UNLCK
+)
+
+// LockEOF as a lock's End means up to the end of the file, however long
+// it grows.
+const LockEOF = math.MaxInt64
+
+// Lock is a byte-range lock: bytes Start to End, inclusive.
+type Lock struct {
+	Type       LockType
+	Start, End uint64
+	Pid        uint32 // the locking process, as GetLk reports it to others
+}
+
+// lockWaitSlice is how long one SETLKW call may wait in the service
+// before the client asks again.
+const lockWaitSlice = 2 * time.Second
+
+// lockState is what the clients sharing one connection know about their
+// locks: where to send heartbeats. Guarded by mu; the heartbeat goroutine
+// runs from the first lock taken until Close.
+type lockState struct {
+	tokens atomic.Uint64
+
+	mu       sync.Mutex
+	parts    map[uint16]Ino // a locked inode per partition: heartbeats go there
+	interval time.Duration
+	started  bool
+	closed   bool
+	stop     chan struct{}
+	done     chan struct{}
+	onLost   func(Ino)
+}
+
+func newLockState(onLost func(Ino)) *lockState {
+	return &lockState{parts: make(map[uint16]Ino), interval: time.Second, // until the service tells its timeout
+		stop: make(chan struct{}), done: make(chan struct{}), onLost: onLost}
+}
+
+// GetLk returns the first lock of another owner that conflicts with lk
+// (a lock of Type Unlock if none does).
+func (c *Client) GetLk(ctx context.Context, ino Ino, owner uint64, lk Lock) (Lock, error) {
+	var r pb.LockReply
+	req := lockRequest(ino, owner, lk, false)
+	if err := c.call(ctx, pb.Method_GETLK, req, &r, "getlk", inoName(ino)); err != nil {
+		return Lock{}, err
+	}
+	return Lock{Type: LockType(r.Type), Start: r.Start, End: r.End, Pid: r.Pid}, nil
+}
+
+// SetLk takes, changes or releases (Type Unlock) owner's lock on bytes
+// lk.Start to lk.End of ino at once; it fails with EAGAIN if another
+// owner's lock conflicts.
+func (c *Client) SetLk(ctx context.Context, ino Ino, owner uint64, lk Lock) error {
+	return c.setLock(ctx, pb.Method_SETLK, ino, lockRequest(ino, owner, lk, false), "setlk")
+}
+
+// SetLkw is SetLk that waits until the lock can be taken. If ctx ends
+// first it returns EINTR, unless the service granted the lock in the
+// meantime: then the lock is held and SetLkw returns nil.
+func (c *Client) SetLkw(ctx context.Context, ino Ino, owner uint64, lk Lock) error {
+	return c.setLockWait(ctx, ino, lockRequest(ino, owner, lk, false), "setlkw")
+}
+
+// Flock takes (ReadLock: shared, WriteLock: exclusive) or releases
+// (Unlock) owner's whole-file lock on ino, like flock(2). With wait it
+// waits as SetLkw does; without, a conflicting lock fails it with EAGAIN.
+// flock locks and POSIX locks do not conflict with each other, as on
+// Linux.
+func (c *Client) Flock(ctx context.Context, ino Ino, owner uint64, typ LockType, wait bool) error {
+	req := lockRequest(ino, owner, Lock{Type: typ, End: LockEOF}, true)
+	if wait {
+		return c.setLockWait(ctx, ino, req, "flock")
+	}
+	return c.setLock(ctx, pb.Method_SETLK, ino, req, "flock")
+}
+
+func lockRequest(ino Ino, owner uint64, lk Lock, flock bool) *pb.LockRequest {
+	return &pb.LockRequest{Ino: uint64(ino), Owner: owner, Type: uint32(lk.Type), Start: lk.Start, End: lk.End, Pid: lk.Pid, Flock: flock}
+}
+
+func (c *Client) setLock(ctx context.Context, m pb.Method, ino Ino, req *pb.LockRequest, op string) error {
+	if err := c.call(ctx, m, req, nil, op, inoName(ino)); err != nil {
+		return err
+	}
+	if LockType(req.Type) != Unlock {
+		c.locks.held(c, ino)
+	}
+	return nil
+}
+
+// setLockWait asks the service to wait for the lock, a slice of time at
+// a time. Each ask is made without ctx, so that its answer is always
+// heard: when ctx ends, the client cancels the wait (LOCK_CANCEL) and
+// takes the service's answer, which is EINTR unless the lock was granted
+// just before.
+func (c *Client) setLockWait(ctx context.Context, ino Ino, req *pb.LockRequest, op string) error {
+	req.WaitMs = uint32(min(lockWaitSlice, c.callTimeout/2) / time.Millisecond)
+	for {
+		req.Token = c.locks.tokens.Add(1)
+		done := make(chan error, 1)
+		go func(req *pb.LockRequest) {
+			done <- c.call(context.Background(), pb.Method_SETLKW, req, nil, op, inoName(ino))
+		}(cloneLockRequest(req))
+		var err error
+		select {
+		case err = <-done:
+		case <-ctx.Done():
+			cancel := &pb.LockRequest{Ino: req.Ino, Owner: req.Owner, Token: req.Token}
+			if cerr := c.call(context.Background(), pb.Method_LOCK_CANCEL, cancel, nil, op, inoName(ino)); cerr != nil {
+				return cerr // the wait still ends in the service, at its time limit
+			}
+			if err = <-done; errors.Is(err, syscall.EAGAIN) {
+				err = &pathError{Op: op, Path: inoName(ino), Err: syscall.EINTR}
+			}
+			if err == nil && LockType(req.Type) != Unlock {
+				c.locks.held(c, ino)
+			}
+			return err
+		}
+		if errors.Is(err, syscall.EAGAIN) {
+			continue // the wait slice ended: ask again
+		}
+		if err == nil && LockType(req.Type) != Unlock {
+			c.locks.held(c, ino)
+		}
+		return err
+	}
+}
+
+func cloneLockRequest(r *pb.LockRequest) *pb.LockRequest {
+	return &pb.LockRequest{Ino: r.Ino, Owner: r.Owner, Type: r.Type, Start: r.Start, End: r.End, Pid: r.Pid,
+		Flock: r.Flock, WaitMs: r.WaitMs, Token: r.Token}
+}
+
+// held notes that c holds a lock on ino, so that heartbeats reach ino's
+// partition, and starts the heartbeats if they have not started.
+func (s *lockState) held(c *Client, ino Ino) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	part := uint16(ino >> 48)
+	if _, ok := s.parts[part]; !ok {
+		s.parts[part] = ino
+	}
+	if !s.started {
+		s.started = true
+		go s.heartbeats(c)
+	}
+}
+
+// heartbeats tells every partition where the client took locks that it
+// is alive, three times per lock timeout (as the service reports it),
+// until close.
+func (s *lockState) heartbeats(c *Client) {
+	defer close(s.done)
+	first := true // the first goes at once: its answer tells the timeout
+	for {
+		s.mu.Lock()
+		interval := s.interval
+		targets := make([]Ino, 0, len(s.parts))
+		for _, ino := range s.parts {
+			targets = append(targets, ino)
+		}
+		s.mu.Unlock()
+		if first {
+			interval, first = 0, false
+		}
+		select {
+		case <-s.stop:
+			return
+		case <-time.After(interval):
+		}
+		for _, ino := range targets {
+			r, err := c.Heartbeat(context.Background(), ino)
+			if err != nil {
+				continue // the next one may get through; the timeout is several intervals
+			}
+			if r.LocksLost && s.onLost != nil {
+				s.onLost(ino)
+			}
+			if r.Timeout > 0 {
+				s.mu.Lock()
+				s.interval = max(r.Timeout/3, 10*time.Millisecond)
+				s.mu.Unlock()
+			}
+		}
+	}
+}
+
+// close stops the heartbeats.
+func (s *lockState) close() {
+	s.mu.Lock()
+	started, closed := s.started, s.closed
+	s.started, s.closed = true, true // no heartbeats after close
+	s.mu.Unlock()
+	if closed {
+		return
+	}
+	close(s.stop)
+	if started {
+		<-s.done
+	}
+}
+
+// HeartbeatInfo is the service's answer to a heartbeat.
+type HeartbeatInfo struct {
+	Timeout   time.Duration // how long the client may stay silent and keep its locks
+	LocksLost bool          // the client's locks in that partition expired since it was last heard
+	Locks     int           // locks (and waits) the client holds there
+}
+
+// Heartbeat tells ino's partition that the client is alive, keeping its
+// locks there. A client that holds locks sends them by itself.
+func (c *Client) Heartbeat(ctx context.Context, ino Ino) (HeartbeatInfo, error) {
+	var r pb.HeartbeatReply
+	if err := c.call(ctx, pb.Method_HEARTBEAT, &pb.NodeRequest{Ino: uint64(ino)}, &r, "heartbeat", inoName(ino)); err != nil {
+		return HeartbeatInfo{}, err
+	}
+	return HeartbeatInfo{Timeout: time.Duration(r.TimeoutMs) * time.Millisecond, LocksLost: r.LocksLost, Locks: int(r.Locks)}, nil
+}
