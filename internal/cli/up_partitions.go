@@ -74,6 +74,8 @@ func startPartition(cfg server.Config, metrics bool) (*server.Server, string, fu
 	if metrics {
 		cfg.Metrics = obsReg
 	}
+	cfg.ReleaseMemory = true
+	setServerGC()
 	srv, err := server.Open(cfg)
 	if err != nil {
 		return nil, "", nil, err

@@ -26,8 +26,13 @@ func (s *Server) idleStep() (wake <-chan time.Time, more bool) {
 	round := s.eng.IdleRounds()
 	work := s.eng.CompactIdle(s.cfg.IdleBudget)
 	if work == 0 {
+		if s.idleBusy {
+			s.idleBusy = false
+			s.freed() // the sweep has packed what it could
+		}
 		return nil, false // asleep until an operation uses a directory
 	}
+	s.idleBusy = true
 	s.metrics.idleSeconds.Observe(since(now))
 	s.metrics.idleWork.Add(float64(work))
 	s.storeGauges()

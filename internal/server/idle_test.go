@@ -15,7 +15,7 @@ import (
 // in order, and a new entry lands next to the packed ones.
 func TestIdleSweepPacksDirectories(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	_, c := serveOn(t, Config{Dir: t.TempDir(), Metrics: reg, IdleRound: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	_, c := serveOn(t, Config{Dir: t.TempDir(), Metrics: reg, IdleRound: 10 * time.Millisecond, ReleaseMemory: true, Logger: slog.New(slog.DiscardHandler)})
 	ctx := context.Background()
 	const files = 1500
 	if _, err := c.Mkdir(ctx, "/d", 0o755); err != nil {

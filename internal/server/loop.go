@@ -334,7 +334,10 @@ func (s *Server) checkpointLoop() {
 	defer s.loops.Done()
 	older := s.ckptLSN
 	for job := range s.ckpts {
-		if err := s.writeCheckpoint(job); err != nil {
+		err := s.writeCheckpoint(job)
+		job.body = nil
+		s.freed()
+		if err != nil {
 			s.log.Error("write checkpoint", "lsn", job.lsn, "err", err)
 		} else {
 			select {

@@ -45,6 +45,11 @@ type Config struct {
 	IdleBudget        int           // work per step (entries packed plus directories visited); default 1000
 	IdleRound         time.Duration // pause between rounds of the sweep; default 1s
 	CompactEveryBatch bool          // run the sweep to its end after every batch (tests: every operation meets packed directories)
+
+	// ReleaseMemory returns freed memory to the operating system after a
+	// checkpoint is written and when the idle sweep has packed what it
+	// could, at most every 10 s (memory.go).
+	ReleaseMemory bool
 }
 
 func (c *Config) setDefaults() {
@@ -101,6 +106,7 @@ type Server struct {
 	ckptLSN   uint64      // the checkpoint recovery started from; read by the checkpointer at start
 	idlePause time.Time   // no idle sweep round starts before this; see idle.go
 	idleTimer *time.Timer // wakes the apply loop for the next round
+	idleBusy  bool        // the last idle step did work
 
 	// Owned by the committer.
 	wal *wal.Log
@@ -109,6 +115,7 @@ type Server struct {
 	writes   chan *op            // RPC readers -> apply loop: mutations
 	commits  chan *batch         // apply loop -> committer
 	ckpts    chan *checkpointJob // committer -> checkpointer
+	release  chan struct{}       // apply loop, checkpointer -> releaseLoop: memory was freed
 	truncs   chan uint64         // checkpointer -> committer
 	ckptBusy atomic.Bool         // a checkpoint is being written
 
@@ -139,18 +146,16 @@ func Open(cfg Config) (*Server, error) {
 		writes:   make(chan *op, cfg.QueueSize),
 		commits:  make(chan *batch, 1),
 		ckpts:    make(chan *checkpointJob, 1),
+		release:  make(chan struct{}, 1),
 		truncs:   make(chan uint64, 1),
 		stopped:  make(chan struct{}),
 		failed:   make(chan struct{}),
 		watch:    newTablesWatch(cfg.TableWatches),
 		locks:    newLockTable(cfg.LockTimeout, nil),
 	}
-	start := time.Now()
 	if err := s.recover(); err != nil {
 		return nil, err
 	}
-	s.log.Info("recovered", "dir", cfg.Dir, "nodes", s.eng.Len(), "lsn", s.nextLSN-1,
-		"took", time.Since(start).Round(time.Millisecond))
 	s.metrics = newMetrics(s, cfg.Metrics)
 	s.storeGauges()
 	s.stats.lsn.Store(s.nextLSN - 1)
@@ -159,11 +164,12 @@ func Open(cfg Config) (*Server, error) {
 		MethodName:   func(m uint16) string { return strings.ToLower(pb.Method(m).String()) },
 		OnClientGone: s.clientGone,
 	})
-	s.loops.Add(4)
+	s.loops.Add(5)
 	go s.applyLoop()
 	go s.commitLoop()
 	go s.checkpointLoop()
 	go s.expireLocks()
+	go s.releaseLoop()
 	return s, nil
 }
 
