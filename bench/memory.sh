@@ -122,11 +122,27 @@ for N in "$@"; do
 		heap2=$(metric "$MADDR" go_memstats_heap_inuse_bytes)
 		idle2=$(metric "$MADDR" go_memstats_heap_idle_bytes)
 		released2=$(metric "$MADDR" go_memstats_heap_released_bytes)
+		packed2=$(metric "$MADDR" canopy_meta_packed_dirs)
+		if [ -z "${SKIP_RESTART:-}" ]; then
+			# Restart after SIGKILL: checkpoint load plus log replay.
+			kill -9 "$meta_pid"; wait "$meta_pid" 2>/dev/null || true
+			t0=$(date +%s.%N)
+			"$work/canopy" meta --dir "$work/meta" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
+				>"$work/meta.out" 2>"$work/meta.err" &
+			meta_pid=$!
+			for _ in $(seq 12000); do grep -q "ready at" "$work/meta.out" && break; sleep 0.05; done
+			restart=$(awk -v s="$t0" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
+			MADDR=$(sed -n 's/.*msg=metrics addr=\([0-9.:]*\).*/\1/p' "$work/meta.err" | head -n 1)
+			nodes3=$(metric "$MADDR" canopy_meta_inodes)
+			recovered=$(sed -n 's/.*msg=recovered //p' "$work/meta.err" | sed 's/dir=[^ ]* //')
+			echo "restart: $restart s to ready; $recovered" >&2
+			row "$N" "canopy meta restart after SIGKILL: seconds to ready" "$restart" "canopy_meta_inodes $nodes3 (before the kill $nodes1); $recovered"
+		fi
 		stop_meta
 		meta=$(per "$rss0" "$rss2" "$N")
 		row "$N" "canopy meta over RPC: resident right after the fill" "$(per "$rss0" "$rss1" "$N")" \
 			"fill $(printf %.1f "$(jget seconds <<<"$f")") s ($(printf %.0f "$(jget files_per_sec <<<"$f")") creates/s, $WORKERS in flight); canopy_meta_inodes $nodes0 to $nodes1"
-		row "$N" "canopy meta over RPC: resident after a forced GC" "$meta" "resident $(( rss0 >> 20 )) MiB before, $(( rss1 >> 20 )) MiB after the fill, $(( rss2 >> 20 )) MiB after GC, when the Go heap held $(( idle2 >> 20 )) MiB idle, $(( released2 >> 20 )) MiB of it returned to the OS"
+		row "$N" "canopy meta over RPC: resident after a forced GC" "$meta" "resident $(( rss0 >> 20 )) MiB before, $(( rss1 >> 20 )) MiB after the fill, $(( rss2 >> 20 )) MiB after GC, when the Go heap held $(( idle2 >> 20 )) MiB idle, $(( released2 >> 20 )) MiB of it returned to the OS; ${packed2:-0} directories packed"
 		row "$N" "canopy meta over RPC: Go heap in use after GC" "$(per "$heap0" "$heap2" "$N")" ""
 	fi
 
