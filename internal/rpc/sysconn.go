@@ -12,7 +12,11 @@ import (
 // not ready, as net.Conn does. A raw call skips the scheduler's system-call
 // bookkeeping, which on a connection that goes quiet between bursts wakes
 // the runtime's monitor thread at the first call of each burst. The socket
-// never blocks, so no call holds its thread for long.
+// never blocks, so no call holds its thread for long, and nothing needs the
+// monitor to take the thread's P away meanwhile. The monitor still wakes
+// for timers, garbage collections and every other system call, and
+// goroutines on the connections block (on the poller) after every burst,
+// letting the scheduler poll the network.
 //
 // Read and Write may run at the same time, on two goroutines; each keeps
 // its own state below, used by one call at a time.
