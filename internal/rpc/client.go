@@ -313,6 +313,7 @@ func (c *Client) connectVersion(addr string, version uint16) (*clientConn, welco
 	if err != nil {
 		return nil, welcome{}, fmt.Errorf("dial %s: %w", addr, err)
 	}
+	nc = newSysConn(nc)
 	if tlsCfg != nil {
 		nc = tls.Client(nc, tlsCfg)
 	}

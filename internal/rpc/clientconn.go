@@ -35,14 +35,21 @@ type waiter struct {
 }
 
 // deliver hands w its result; b is the receiving goroutine's batch, if it
-// has one.
+// has one. A forwarded call's waiter goes back to forwardPool first: the
+// one delivering is the last to hold it.
 func (w *waiter) deliver(r result, b *Batch) {
-	if w.fn != nil {
-		w.fn(r.status, r.payload, r.err, b)
+	if fn := w.fn; fn != nil {
+		w.fn = nil
+		forwardPool.Put(w)
+		fn(r.status, r.payload, r.err, b)
 		return
 	}
 	w.ch <- r
 }
+
+// forwardPool holds the waiters of forwarded calls, which need neither a
+// channel nor a timer.
+var forwardPool = sync.Pool{New: func() any { return new(waiter) }}
 
 var waiterPool = sync.Pool{New: func() any {
 	t := time.NewTimer(time.Hour)

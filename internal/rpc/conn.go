@@ -118,6 +118,10 @@ func (c *conn) readLoop() {
 			holding = false
 			c.unhold()
 		}
+		// The clock is read for the idle check once per read from the
+		// socket, not for every call in the buffer, unless metrics time
+		// every call.
+		fresh := !c.fr.buffered()
 		body, owned, err := c.fr.next()
 		if err != nil {
 			c.logEnd("read failed", err)
@@ -132,8 +136,11 @@ func (c *conn) readLoop() {
 			c.log.Warn("closing connection: bad frame", "err", err)
 			return
 		}
-		now := monotime()
-		c.active.Store(now)
+		var now int64
+		if fresh || m != nil {
+			now = monotime()
+			c.active.Store(now)
+		}
 		select {
 		case c.slots <- struct{}{}:
 		default:

@@ -112,6 +112,18 @@
 // wait, and leave in one write per connection, written by that goroutine,
 // when it has nothing more buffered.
 //
+// Plain TCP connections (TLS ones too, underneath) read and write their
+// sockets with raw system calls through the runtime's network poller
+// (syscall.RawConn), which waits for readiness exactly as net.Conn does;
+// deadlines and Close behave the same. The socket is non-blocking, so a
+// call never holds its thread for long, and a raw call skips the
+// scheduler's system-call bookkeeping: a process whose goroutines all wait
+// between bursts of frames (a router, a client in a closed loop) otherwise
+// wakes the runtime's monitor thread with the first read or write of every
+// burst, a futex wake-up and a context switch each time, a fifth of a
+// router's CPU. Builds with the race detector keep net.Conn's reads and
+// writes, through which the detector sees the ordering a connection makes.
+//
 // A Client may limit its own call rate with a token bucket
 // (ClientConfig.RateLimit), which every attempt waits on.
 //

@@ -58,11 +58,15 @@ func (c *Client) Forward(b *Batch, from ClientID, id uint64, method uint16, cred
 		done(0, nil, fmt.Errorf("forward method %d: server speaks protocol version %d: %w", method, cn.version, &StatusError{Status: StatusBadVersion}), nil)
 		return
 	}
-	w := &waiter{fn: done}
+	w := forwardPool.Get().(*waiter)
+	w.fn = done
 	if b != nil {
 		b.holdClient(cn)
 	}
 	if err := cn.send(w, c.nextID.Add(1), method, &origin{client: from, id: id}, cred, req); err != nil {
+		// Never registered: nobody else holds w.
+		w.fn = nil
+		forwardPool.Put(w)
 		done(0, nil, fmt.Errorf("forward method %d: %w", method, err), nil)
 	}
 }

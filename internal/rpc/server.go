@@ -196,6 +196,7 @@ func (s *Server) Serve(ln net.Listener) error {
 
 // start registers a new connection and starts its reader goroutine.
 func (s *Server) start(nc net.Conn) {
+	nc = newSysConn(nc)
 	if m := s.metrics; m != nil {
 		nc = &countingConn{Conn: nc, read: m.readBytes, written: m.writtenBytes}
 	}
