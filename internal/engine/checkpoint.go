@@ -23,8 +23,7 @@ var ErrBadCheckpoint = errors.New("bad checkpoint")
 // that Load reads back. It runs on the owner goroutine and holds it for
 // the time it takes to encode the tree.
 func (e *Engine) WriteCheckpoint(w io.Writer) error {
-	bw := bufio.NewWriterSize(w, 256<<10)
-	enc := encoder{w: bw}
+	enc := encoder{w: w, buf: make([]byte, 0, encodeChunk+encodeSlack)}
 	enc.raw([]byte(checkpointMagic))
 	enc.uint(uint64(e.part))
 	enc.uint(e.next)
@@ -33,11 +32,9 @@ func (e *Engine) WriteCheckpoint(w io.Writer) error {
 	e.eachChildrenFirst(func(n *node) { enc.node(e, n) })
 	enc.tables(&e.tables)
 	enc.writeData(e)
+	enc.flush()
 	if enc.err != nil {
 		return fmt.Errorf("write checkpoint: %w", enc.err)
-	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("write checkpoint: %w", err)
 	}
 	return nil
 }
@@ -78,27 +75,54 @@ func Load(r io.Reader) (*Engine, error) {
 	return e, nil
 }
 
-// encoder writes varints and strings, keeping the first error.
+// encoder writes varints and strings, keeping the first error. It appends
+// to buf and hands w a chunk at a time, so that a field costs an append,
+// not a call through a writer.
 type encoder struct {
-	w   *bufio.Writer
-	buf [binary.MaxVarintLen64]byte
+	w   io.Writer
+	buf []byte
 	err error
 }
 
-func (e *encoder) raw(b []byte) {
-	if e.err == nil {
-		_, e.err = e.w.Write(b)
+// encodeChunk is the most bytes buf gathers before they go to w;
+// encodeSlack is room for the longest single field beyond it.
+const (
+	encodeChunk = 1 << 20
+	encodeSlack = 2*binary.MaxVarintLen64 + MaxXattrSize
+)
+
+func (e *encoder) flush() {
+	if e.err == nil && len(e.buf) > 0 {
+		_, e.err = e.w.Write(e.buf)
+	}
+	e.buf = e.buf[:0]
+}
+
+func (e *encoder) spill() {
+	if len(e.buf) >= encodeChunk {
+		e.flush()
 	}
 }
 
-func (e *encoder) uint(v uint64) { e.raw(e.buf[:binary.PutUvarint(e.buf[:], v)]) }
-func (e *encoder) int(v int64)   { e.raw(e.buf[:binary.PutVarint(e.buf[:], v)]) }
+func (e *encoder) raw(b []byte) {
+	e.buf = append(e.buf, b...)
+	e.spill()
+}
+
+func (e *encoder) uint(v uint64) {
+	e.buf = binary.AppendUvarint(e.buf, v)
+	e.spill()
+}
+
+func (e *encoder) int(v int64) {
+	e.buf = binary.AppendVarint(e.buf, v)
+	e.spill()
+}
 
 func (e *encoder) str(s string) {
-	e.uint(uint64(len(s)))
-	if e.err == nil {
-		_, e.err = e.w.WriteString(s)
-	}
+	e.buf = binary.AppendUvarint(e.buf, uint64(len(s)))
+	e.buf = append(e.buf, s...)
+	e.spill()
 }
 
 func (e *encoder) node(eng *Engine, n *node) {
