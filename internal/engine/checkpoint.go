@@ -51,6 +51,9 @@ func Load(r io.Reader) (*Engine, error) {
 	e := &Engine{part: uint16(part), root: RootIno(uint16(part))}
 	e.next = dec.uint()
 	e.used = dec.uint()
+	if dec.err == nil && (e.next < 2 || e.next > 1<<localBits) {
+		return nil, fmt.Errorf("%w: inode allocator at %d", ErrBadCheckpoint, e.next)
+	}
 	count := dec.uint()
 	if dec.err == nil && part > 1<<PartitionBits-1 {
 		return nil, fmt.Errorf("%w: partition %d", ErrBadCheckpoint, part)
@@ -278,8 +281,12 @@ func (d *decoder) node(e *Engine) {
 		d.err = fmt.Errorf("node 0")
 		return
 	}
-	// A repeated inode number is not looked for here: the index check in
-	// Check finds it (the second copy is not where the index says).
+	// Repeats are refused as they come: left to Check, each would make
+	// the next insert into the index walk a longer run.
+	if e.st.slotOf(ino) != 0 {
+		d.err = fmt.Errorf("node %d repeated", ino)
+		return
+	}
 	_, n := e.st.add(ino)
 	n.Mode, n.Nlink, n.Size = a.Mode, a.Nlink, a.Size
 	n.Atime, n.Mtime, n.Ctime = a.Atime, a.Mtime, a.Ctime
@@ -331,6 +338,10 @@ func (d *decoder) node(e *Engine) {
 			slot := e.st.slotOf(child)
 			if d.err == nil && slot == 0 {
 				d.err = fmt.Errorf("dir %d: entry %q names node %d, not read before it", ino, name[:k], child)
+				return
+			}
+			if x.dir.findBytes(name[:k]) >= 0 {
+				d.err = fmt.Errorf("dir %d: entry %q repeated", ino, name[:k])
 				return
 			}
 			x.dir.addBytes(name[:k], slot)

@@ -69,6 +69,9 @@ func (enc *encoder) writeData(e *Engine) {
 func (d *decoder) readData(e *Engine) {
 	e.initData()
 	e.nextSlice = d.uint()
+	if d.err == nil && (e.nextSlice < 1 || e.nextSlice >= 1<<localBits) {
+		d.err = fmt.Errorf("slice allocator at %d", e.nextSlice)
+	}
 	np := d.uint()
 	if d.err == nil && np > maxPendingBatches {
 		d.err = fmt.Errorf("%d pending slice batches", np)

@@ -14,9 +14,10 @@ import (
 // once in the list, Len > 0, lies within the chunk and the file's size, and
 // is visible somewhere (slices wholly covered by later ones are dropped).
 //
-// A file keeps its chunks in node.file, sorted by index: a file of one
-// slice costs a fileData, one chunk entry and one Slice, no map, and a
-// file without data nothing beyond its node's pointer.
+// A file keeps its chunks, sorted by index, in its extra record's fileData;
+// a file whose data is one slice and that has nothing else keeps that
+// slice in a single instead (store.go), and a file without data has
+// neither.
 type chunk struct {
 	idx    uint32
 	slices []Slice

@@ -66,6 +66,9 @@ func (e *Engine) Mkdir(c Cred, parent Ino, name string, mode uint32, now int64) 
 	if err != nil {
 		return Attr{}, err
 	}
+	if e.next >= 1<<localBits {
+		return Attr{}, syscall.ENOSPC // the partition's inode numbers are used up
+	}
 	// mkdir keeps only the permission and sticky bits of mode; set-group-id
 	// comes from the parent alone.
 	slot, n := e.newNode(c, d, S_IFDIR|mode&(0o777|S_ISVTX), now)
@@ -99,6 +102,9 @@ func (e *Engine) Mknod(c Cred, parent Ino, name string, mode, rdev uint32, now i
 	if err != nil {
 		return Attr{}, err
 	}
+	if e.next >= 1<<localBits {
+		return Attr{}, syscall.ENOSPC // the partition's inode numbers are used up
+	}
 	if (typ == S_IFCHR || typ == S_IFBLK) && !c.IsRoot() {
 		return Attr{}, syscall.EPERM
 	}
@@ -126,6 +132,9 @@ func (e *Engine) Symlink(c Cred, parent Ino, name, target string, now int64) (At
 	d, err := e.prepareEntry(c, parent, name)
 	if err != nil {
 		return Attr{}, err
+	}
+	if e.next >= 1<<localBits {
+		return Attr{}, syscall.ENOSPC // the partition's inode numbers are used up
 	}
 	slot, n := e.newNode(c, d, S_IFLNK|0o777, now)
 	e.st.extra(n).target = target

@@ -621,3 +621,50 @@ func TestOneSliceFormComesAndGoes(t *testing.T) {
 	}
 	step("truncate to zero", "none")
 }
+
+// Load refuses what would make it slow or leave an engine that breaks
+// later: a node or an entry name given twice (each repeat would lengthen
+// an index run) and an inode allocator past the partition's range; and a
+// partition whose inode numbers are used up refuses creates.
+func TestLoadRefusesRepeatsAndOverflow(t *testing.T) {
+	checkpoint := func(e *Engine) *bytes.Buffer {
+		var buf bytes.Buffer
+		if err := e.WriteCheckpoint(&buf); err != nil {
+			t.Fatal(err)
+		}
+		return &buf
+	}
+	e := New(0, 1)
+	f, err := e.Mknod(credRoot, e.Root(), "a", 0o644, 0, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := e.st.extraOf(e.node(e.Root())).dir
+	root.add("a", e.st.slotOf(f.Ino)) // the same name again
+	if _, err := Load(checkpoint(e)); !errors.Is(err, ErrBadCheckpoint) {
+		t.Fatalf("load of a repeated name: %v", err)
+	}
+	e = New(0, 1)
+	f, _ = e.Mknod(credRoot, e.Root(), "a", 0o644, 0, 2)
+	_, dup := e.st.add(f.Ino) // the same inode number again
+	dup.Mode = S_IFREG | 0o644
+	if _, err := Load(checkpoint(e)); !errors.Is(err, ErrBadCheckpoint) {
+		t.Fatalf("load of a repeated inode number: %v", err)
+	}
+	e = New(0, 1)
+	e.next = 1<<localBits + 1
+	if _, err := Load(checkpoint(e)); !errors.Is(err, ErrBadCheckpoint) {
+		t.Fatalf("load of an allocator past the range: %v", err)
+	}
+	e.next = 1 << localBits
+	l, err := Load(checkpoint(e))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Mknod(credRoot, l.Root(), "f", 0o644, 0, 2); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("create with the inode numbers used up: %v", err)
+	}
+	if err := l.Check(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -44,6 +44,18 @@ var nameSeed = maphash.MakeSeed()
 
 func hashName(name string) uint32 { return uint32(maphash.String(nameSeed, name)) }
 
+// hashOf is hashName for a name held in a string or in bytes (the two
+// hash alike).
+func hashOf[S string | []byte](name S) uint32 {
+	switch n := any(name).(type) {
+	case string:
+		return hashName(n)
+	case []byte:
+		return uint32(maphash.Bytes(nameSeed, n))
+	}
+	panic("unreachable")
+}
+
 // pos maps a hash to a bucket of an index of n buckets.
 func pos(h uint32, n int) int { return int(uint64(h) * uint64(n) >> 32) }
 
@@ -67,17 +79,22 @@ func (d *dirents) nameString(off int) string { return string(d.nameAt(off)) }
 func (d *dirents) next(off int) int { return off + entHeader + int(d.buf[off+4]) }
 
 // find returns the offset of the live entry name, or -1.
-func (d *dirents) find(name string) int {
+func (d *dirents) find(name string) int { return findEntry(d, name) }
+
+// findBytes is find for a name held in bytes.
+func (d *dirents) findBytes(name []byte) int { return findEntry(d, name) }
+
+func findEntry[S string | []byte](d *dirents, name S) int {
 	if d.index == nil {
 		for off := 0; off < len(d.buf); off = d.next(off) {
-			if d.slotAt(off) != 0 && string(d.nameAt(off)) == name {
+			if d.slotAt(off) != 0 && string(d.nameAt(off)) == string(name) {
 				return off
 			}
 		}
 		return -1
 	}
 	n := len(d.index)
-	for i := pos(hashName(name), n); ; i++ {
+	for i := pos(hashOf(name), n); ; i++ {
 		if i == n {
 			i = 0
 		}
@@ -85,7 +102,7 @@ func (d *dirents) find(name string) int {
 		if v == 0 {
 			return -1
 		}
-		if off := int(v - 1); string(d.nameAt(off)) == name {
+		if off := int(v - 1); string(d.nameAt(off)) == string(name) {
 			return off
 		}
 	}

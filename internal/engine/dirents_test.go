@@ -194,3 +194,32 @@ func TestCompactIdleSteps(t *testing.T) {
 		t.Fatalf("listing a packed directory: %d entries, eof %v, err %v", len(ents), eof, err)
 	}
 }
+
+// A directory used just before a step is not packed by that step, even
+// when the step's budget covers more than a round: the round ends it.
+func TestCompactIdleLeavesJustUsed(t *testing.T) {
+	e := New(0, 1)
+	d, err := e.Mkdir(Root, e.Root(), "d", 0o755, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := e.Mknod(Root, d.Ino, fmt.Sprint("f", i), 0o644, 0, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for e.CompactIdle(1000) > 0 {
+	}
+	if _, err := e.Lookup(Root, d.Ino, "f1"); err != nil {
+		t.Fatal(err)
+	}
+	e.CompactIdle(1000)
+	if e.st.extraOf(e.node(d.Ino)).dir.packed != nil {
+		t.Fatal("a directory used just before the step was packed by it")
+	}
+	for e.CompactIdle(1000) > 0 {
+	}
+	if e.st.extraOf(e.node(d.Ino)).dir.packed == nil {
+		t.Fatal("the sweep settled without packing the directory again")
+	}
+}

@@ -26,19 +26,23 @@ const maxPackEntries = 4096
 // CompactIdle runs one step of the idle sweep: it visits directories in
 // turn, clearing the mark of those used since its last visit and packing
 // the others, until it has spent budget (an entry packed costs one, a
-// directory visited one). It returns the work done, 0 once a whole round
-// found nothing to do.
+// directory visited one), or until the round ends: a directory marked in
+// one round is packed in a later step at the earliest. It returns the work
+// done (at least 1), 0 once a whole round found nothing to do.
 func (e *Engine) CompactIdle(budget int) int {
-	total := int(e.st.extras.next)
-	if e.idleQuiet >= total {
+	records := int(e.st.extras.next) - 1 // extra records 1 .. next-1, live or not
+	if e.idleQuiet >= records {
 		return 0
 	}
 	work := 0
-	for work < budget && e.idleQuiet < total {
+	for work < budget && e.idleQuiet < records {
 		e.idleCursor++
-		if e.idleCursor >= uint32(total) {
-			e.idleCursor = 1
+		if int(e.idleCursor) > records {
+			// A round ends the step, so that the pause between steps
+			// falls between clearing a directory's mark and packing it.
+			e.idleCursor = 0
 			e.idleRounds++
+			return max(work, 1)
 		}
 		work++
 		x := e.st.extras.at(e.idleCursor)
