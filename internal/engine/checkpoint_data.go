@@ -28,18 +28,19 @@ func (enc *encoder) writeData(e *Engine) {
 	}
 	files := 0
 	for _, n := range e.st.all() {
-		if len(e.chunks(n)) > 0 {
+		if e.hasData(n) {
 			files++
 		}
 	}
 	enc.uint(uint64(files))
 	for _, n := range e.st.all() {
-		if len(e.chunks(n)) == 0 {
+		if !e.hasData(n) {
 			continue
 		}
+		cs := e.chunks(n)
 		enc.uint(uint64(n.Ino))
-		enc.uint(uint64(len(e.chunks(n))))
-		for _, ch := range e.chunks(n) {
+		enc.uint(uint64(len(cs)))
+		for _, ch := range cs {
 			enc.uint(uint64(ch.idx))
 			enc.uint(uint64(len(ch.slices)))
 			for _, s := range ch.slices {

@@ -41,6 +41,15 @@ func (e *Engine) chunks(n *node) []chunk {
 	return nil
 }
 
+// hasData reports whether n has chunks, without building them.
+func (e *Engine) hasData(n *node) bool {
+	if e.st.singleOf(n) != nil {
+		return true
+	}
+	x := e.st.extraOf(n)
+	return x != nil && x.file != nil && len(x.file.chunks) > 0
+}
+
 // setChunks makes cs n's chunks, dropping the fileData when it is empty
 // and keeping a file of one slice in the compact form.
 func (e *Engine) setChunks(n *node, cs []chunk) {
