@@ -288,20 +288,7 @@ func TestDataGauges(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	_, addr := openAndServe(t, Config{Dir: t.TempDir(), Metrics: reg, Logger: slog.New(slog.DiscardHandler)})
 	c := dialRaw(t, addr)
-	gauge := func(name string) float64 {
-		t.Helper()
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() == name {
-				return mf.GetMetric()[0].GetGauge().GetValue()
-			}
-		}
-		t.Fatalf("no metric %s", name)
-		return 0
-	}
+	gauge := func(name string) float64 { t.Helper(); return metric(t, reg, name) }
 	ino := c.create("/f")
 	c.write(ino, 0, 10)
 	c.must(pb.Method_OPEN, &pb.OpenRequest{Ino: ino}, nil)
