@@ -11,8 +11,8 @@ import (
 // checkpointMagic starts every checkpoint body; the last two bytes are the
 // format version. Version 02 added the federation tables and version 03
 // the data section (checkpoint_data.go), both after the nodes; version 04
-// writes every directory after the nodes its entries name, so that Load
-// links entries as it reads them.
+// writes the nodes in slot order without their entries, then every
+// directory's entries, so that Load links entries as it reads them.
 const checkpointMagic = "CNPYNS04"
 
 // ErrBadCheckpoint reports a checkpoint body that does not decode into a
@@ -29,7 +29,19 @@ func (e *Engine) WriteCheckpoint(w io.Writer) error {
 	enc.uint(e.next)
 	enc.uint(e.used)
 	enc.uint(uint64(e.st.len()))
-	e.eachChildrenFirst(func(n *node) { enc.node(e, n) })
+	dirs := 0
+	for _, n := range e.st.all() {
+		enc.node(e, n)
+		if n.isDir() {
+			dirs++
+		}
+	}
+	enc.uint(uint64(dirs))
+	for _, n := range e.st.all() {
+		if n.isDir() {
+			enc.entries(e, n)
+		}
+	}
 	enc.tables(&e.tables)
 	enc.writeData(e)
 	enc.flush()
@@ -58,8 +70,19 @@ func Load(r io.Reader) (*Engine, error) {
 	if dec.err == nil && part > 1<<PartitionBits-1 {
 		return nil, fmt.Errorf("%w: partition %d", ErrBadCheckpoint, part)
 	}
+	dirs := 0
 	for i := uint64(0); i < count && dec.err == nil; i++ {
-		dec.node(e)
+		if dec.node(e) {
+			dirs++
+		}
+	}
+	if nd := dec.uint(); dec.err == nil && nd != uint64(dirs) {
+		return nil, fmt.Errorf("%w: entries of %d directories, %d read", ErrBadCheckpoint, nd, dirs)
+	}
+	for range dirs {
+		if dec.entries(e); dec.err != nil {
+			break
+		}
 	}
 	if dec.err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadCheckpoint, dec.err)
@@ -141,63 +164,37 @@ func (e *encoder) node(eng *Engine, n *node) {
 	e.uint(uint64(eng.rdev(n)))
 	x := eng.st.extraOf(n)
 	if x == nil {
-		x = &extra{}
+		x = &noExtra
 	}
 	e.uint(uint64(len(x.xattrs)))
 	for k, v := range x.xattrs {
 		e.str(k)
-		e.str(string(v))
+		e.uint(uint64(len(v)))
+		e.raw(v)
 	}
 	switch n.Mode & S_IFMT {
 	case S_IFLNK:
 		e.str(x.target)
 	case S_IFDIR:
 		e.uint(uint64(x.parent))
-		e.uint(uint64(x.dir.live))
-		x.dir.each(func(name []byte, slot uint32) bool {
-			e.uint(uint64(len(name)))
-			e.raw(name)
-			e.uint(uint64(eng.at(slot).Ino))
-			return true
-		})
 	}
 }
 
-// eachChildrenFirst calls fn once for every node, each directory after
-// every node its entries name: a post-order walk from the root, then the
-// nodes no entry names (open files whose last link is gone).
-func (e *Engine) eachChildrenFirst(fn func(n *node)) {
-	done := make([]bool, e.st.nodes.next)
-	type step struct {
-		slot     uint32
-		expanded bool
-	}
-	stack := []step{{slot: e.st.slotOf(e.root)}}
-	for len(stack) > 0 {
-		top := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if done[top.slot] {
-			continue
-		}
-		n := e.at(top.slot)
-		if !n.isDir() || top.expanded {
-			done[top.slot] = true
-			fn(n)
-			continue
-		}
-		stack = append(stack, step{slot: top.slot, expanded: true})
-		e.st.extraOf(n).dir.each(func(_ []byte, slot uint32) bool {
-			if !done[slot] {
-				stack = append(stack, step{slot: slot})
-			}
-			return true
-		})
-	}
-	for slot := uint32(1); slot < e.st.nodes.next; slot++ {
-		if n := e.at(slot); n.Ino != 0 && !done[slot] {
-			fn(n)
-		}
-	}
+// noExtra stands for the extra record of a node that has none.
+var noExtra extra
+
+// entries writes directory n's entries: its inode number, then each name
+// with the inode number it names.
+func (e *encoder) entries(eng *Engine, n *node) {
+	d := eng.st.extraOf(n).dir
+	e.uint(uint64(n.Ino))
+	e.uint(uint64(d.live))
+	d.each(func(name []byte, slot uint32) bool {
+		e.uint(uint64(len(name)))
+		e.raw(name)
+		e.uint(uint64(eng.at(slot).Ino))
+		return true
+	})
 }
 
 // decoder reads what encoder wrote, keeping the first error and bounding
@@ -257,9 +254,9 @@ func (d *decoder) str(limit int) string {
 	return string(d.bytes(int(n)))
 }
 
-// node reads one node into e. A directory's entries must name nodes
-// read before it.
-func (d *decoder) node(e *Engine) {
+// node reads one node into e, without a directory's entries (entries
+// reads those); it reports whether the node is a directory.
+func (d *decoder) node(e *Engine) (isDir bool) {
 	ino := Ino(d.uint())
 	var a node
 	a.Mode = d.uint32()
@@ -319,33 +316,49 @@ func (d *decoder) node(e *Engine) {
 		x := e.st.extra(n)
 		x.parent = Ino(d.uint())
 		x.dir = &dirents{}
-		nc := d.uint()
-		var name [MaxNameLen]byte
-		for i := uint64(0); i < nc && d.err == nil; i++ {
-			k := d.uint()
-			if d.err == nil && (k == 0 || k > MaxNameLen) {
-				d.err = fmt.Errorf("dir %d: entry name of %d bytes", ino, k)
-				return
-			}
-			if d.err != nil {
-				return
-			}
-			if _, err := io.ReadFull(d.r, name[:k]); err != nil {
-				d.err = noEOF(err)
-				return
-			}
-			child := Ino(d.uint())
-			slot := e.st.slotOf(child)
-			if d.err == nil && slot == 0 {
-				d.err = fmt.Errorf("dir %d: entry %q names node %d, not read before it", ino, name[:k], child)
-				return
-			}
-			if x.dir.findBytes(name[:k]) >= 0 {
-				d.err = fmt.Errorf("dir %d: entry %q repeated", ino, name[:k])
-				return
-			}
-			x.dir.addBytes(name[:k], slot)
+		return true
+	}
+	return false
+}
+
+// entries reads one directory's entries into e, whose nodes are all read.
+func (d *decoder) entries(e *Engine) {
+	ino := Ino(d.uint())
+	nc := d.uint()
+	if d.err != nil {
+		return
+	}
+	n := e.st.get(ino)
+	if n == nil || !n.isDir() || e.st.extraOf(n).dir.live > 0 || e.st.extraOf(n).dir.dead > 0 {
+		d.err = fmt.Errorf("entries of %d: not a directory, or given twice", ino)
+		return
+	}
+	dir := e.st.extraOf(n).dir
+	var name [MaxNameLen]byte
+	for i := uint64(0); i < nc && d.err == nil; i++ {
+		k := d.uint()
+		if d.err == nil && (k == 0 || k > MaxNameLen) {
+			d.err = fmt.Errorf("dir %d: entry name of %d bytes", ino, k)
+			return
 		}
+		if d.err != nil {
+			return
+		}
+		if _, err := io.ReadFull(d.r, name[:k]); err != nil {
+			d.err = noEOF(err)
+			return
+		}
+		child := Ino(d.uint())
+		slot := e.st.slotOf(child)
+		if d.err == nil && slot == 0 {
+			d.err = fmt.Errorf("dir %d: entry %q names node %d, which is not there", ino, name[:k], child)
+			return
+		}
+		if dir.findBytes(name[:k]) >= 0 {
+			d.err = fmt.Errorf("dir %d: entry %q repeated", ino, name[:k])
+			return
+		}
+		dir.addBytes(name[:k], slot)
 	}
 }
 

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"syscall"
 	"time"
 
@@ -310,20 +309,20 @@ func (s *Server) commit(b *batch) error {
 // written once the log holds every record it covers.
 type checkpointJob struct {
 	lsn  uint64
-	body []byte
+	body [][]byte // written in turn; see encodeState
 }
 
 // takeCheckpoint encodes the engine and the retry cache. It runs on the
 // apply loop, which it holds for the time the encoding takes.
 func (s *Server) takeCheckpoint() *checkpointJob {
-	var buf bytes.Buffer
-	if err := s.encodeState(&buf); err != nil {
+	body, err := s.encodeState()
+	if err != nil {
 		s.log.Error("encode checkpoint", "err", err)
 		s.ckptBusy.Store(false)
 		return nil
 	}
 	s.sinceCkpt = 0
-	return &checkpointJob{lsn: s.nextLSN - 1, body: buf.Bytes()}
+	return &checkpointJob{lsn: s.nextLSN - 1, body: body}
 }
 
 // checkpointLoop writes the checkpoints handed over by the committer and

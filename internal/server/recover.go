@@ -113,44 +113,53 @@ func (s *Server) replayRecord(lsn uint64, data []byte) error {
 // writeCheckpoint writes an encoded checkpoint to disk.
 func (s *Server) writeCheckpoint(job *checkpointJob) error {
 	return wal.WriteCheckpoint(s.cfg.FS, s.logDir(), job.lsn, func(w io.Writer) error {
-		_, err := w.Write(job.body)
-		return err
+		for _, part := range job.body {
+			if _, err := w.Write(part); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 
-func (s *Server) mustEncodeState() []byte {
-	var buf bytes.Buffer
-	if err := s.encodeState(&buf); err != nil {
+func (s *Server) mustEncodeState() [][]byte {
+	body, err := s.encodeState()
+	if err != nil {
 		panic(fmt.Sprintf("encode empty namespace: %v", err))
 	}
-	return buf.Bytes()
+	return body
 }
 
-// encodeState writes the checkpoint body: the engine's namespace, length
-// prefixed, then the retry cache.
-func (s *Server) encodeState(buf *bytes.Buffer) error {
-	var ns bytes.Buffer
-	if err := s.eng.WriteCheckpoint(&ns); err != nil {
-		return err
+// encodeState encodes the checkpoint body, in parts to be written one
+// after the other: the engine's namespace, length prefixed, then the
+// retry cache. The namespace's buffer starts at the size of the last one,
+// so that it is not copied as it grows, nor once more into the body.
+func (s *Server) encodeState() ([][]byte, error) {
+	ns := bytes.NewBuffer(make([]byte, 0, s.lastNamespaceSize+s.lastNamespaceSize/8))
+	if err := s.eng.WriteCheckpoint(ns); err != nil {
+		return nil, err
 	}
-	buf.Grow(ns.Len() + 16 + s.cache.len()*64)
-	buf.Write(binary.AppendUvarint(nil, uint64(ns.Len())))
-	buf.Write(ns.Bytes())
-	buf.Write(binary.AppendUvarint(nil, uint64(s.cache.len())))
+	s.lastNamespaceSize = ns.Len()
+	var tail bytes.Buffer
+	tail.Grow(16 + s.cache.len()*64)
+	tail.Write(binary.AppendUvarint(nil, uint64(s.cache.len())))
 	var err error
 	s.cache.each(func(k callKey, o outcome) {
 		var reply []byte
 		if o.reply != nil && err == nil {
 			reply, err = proto.Marshal(o.reply)
 		}
-		buf.Write(k.client[:])
-		buf.Write(binary.AppendUvarint(nil, k.call))
-		buf.Write(binary.AppendUvarint(nil, uint64(o.status)))
-		buf.Write(binary.AppendUvarint(nil, uint64(o.method)))
-		buf.Write(binary.AppendUvarint(nil, uint64(len(reply))))
-		buf.Write(reply)
+		tail.Write(k.client[:])
+		tail.Write(binary.AppendUvarint(nil, k.call))
+		tail.Write(binary.AppendUvarint(nil, uint64(o.status)))
+		tail.Write(binary.AppendUvarint(nil, uint64(o.method)))
+		tail.Write(binary.AppendUvarint(nil, uint64(len(reply))))
+		tail.Write(reply)
 	})
-	return err
+	if err != nil {
+		return nil, err
+	}
+	return [][]byte{binary.AppendUvarint(nil, uint64(ns.Len())), ns.Bytes(), tail.Bytes()}, nil
 }
 
 // decodeState reads what encodeState wrote.

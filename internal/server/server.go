@@ -97,16 +97,17 @@ type Server struct {
 	rpc *rpc.Server
 
 	// Owned by the apply loop (and by Open before the loop starts).
-	eng       *engine.Engine
-	cache     *retryCache
-	sessions  sessions // files open per client
-	nextLSN   uint64   // the LSN the next log record will get
-	lastNow   int64
-	sinceCkpt int
-	ckptLSN   uint64      // the checkpoint recovery started from; read by the checkpointer at start
-	idlePause time.Time   // no idle sweep round starts before this; see idle.go
-	idleTimer *time.Timer // wakes the apply loop for the next round
-	idleBusy  bool        // the last idle step did work
+	eng               *engine.Engine
+	cache             *retryCache
+	sessions          sessions // files open per client
+	nextLSN           uint64   // the LSN the next log record will get
+	lastNow           int64
+	sinceCkpt         int
+	ckptLSN           uint64      // the checkpoint recovery started from; read by the checkpointer at start
+	lastNamespaceSize int         // bytes of the namespace in the last checkpoint encoded
+	idlePause         time.Time   // no idle sweep round starts before this; see idle.go
+	idleTimer         *time.Timer // wakes the apply loop for the next round
+	idleBusy          bool        // the last idle step did work
 
 	// Owned by the committer.
 	wal *wal.Log
