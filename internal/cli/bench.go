@@ -76,6 +76,19 @@ func (f *benchFlags) dial(g *globals) (bench.Conns, error) {
 	return bench.Dial(g.addr, opts, f.conns)
 }
 
+// session dials the benchmark's connections and runs fn with them and a
+// context that an interrupt cancels; the connections are closed after.
+func (f *benchFlags) session(g *globals, fn func(ctx context.Context, cs bench.Conns) error) error {
+	cs, err := f.dial(g)
+	if err != nil {
+		return err
+	}
+	defer cs.Close()
+	ctx, stop := interruptible()
+	defer stop()
+	return fn(ctx, cs)
+}
+
 // report prints results (a table, or one JSON line: report's, when not
 // nil) and appends them to the CSV file if one was named. A benchmark in
 // which every operation failed is an error.

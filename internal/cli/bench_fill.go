@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+
 	"github.com/spf13/cobra"
 
 	"github.com/canopyfs/canopy/internal/bench"
@@ -21,23 +23,18 @@ get its memory per file (bench/memory.sh does). The tree stays.`,
 		Example: "  canopy bench fill --files 1m --dirs 1k --workers 64 --conns 4",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cs, err := f.dial(g)
-			if err != nil {
-				return err
-			}
-			defer cs.Close()
-			ctx, stop := interruptible()
-			defer stop()
-			cfg.Conns, cfg.Progress = cs, cmd.ErrOrStderr()
-			cfg.Dir = canonIfSet(cfg.Dir)
-			res, err := bench.RunFill(ctx, cfg)
-			if err != nil {
-				return err
-			}
-			if f.json {
-				return bench.WriteJSON(cmd.OutOrStdout(), res)
-			}
-			return bench.WriteFillTable(cmd.OutOrStdout(), res)
+			return f.session(g, func(ctx context.Context, cs bench.Conns) error {
+				cfg.Conns, cfg.Progress = cs, cmd.ErrOrStderr()
+				cfg.Dir = canonIfSet(cfg.Dir)
+				res, err := bench.RunFill(ctx, cfg)
+				if err != nil {
+					return err
+				}
+				if f.json {
+					return bench.WriteJSON(cmd.OutOrStdout(), res)
+				}
+				return bench.WriteFillTable(cmd.OutOrStdout(), res)
+			})
 		},
 	}
 	fl := cmd.Flags()

@@ -1,33 +1,22 @@
 package cli
 
 import (
-	"log/slog"
 	"strings"
 	"testing"
-
-	"github.com/canopyfs/canopy/internal/observe"
-	"github.com/canopyfs/canopy/internal/server"
-	"github.com/canopyfs/canopy/internal/server/servertest"
 )
 
 // TestFillShowsOnMetrics fills a metadata server with `canopy bench fill`
 // and checks that its metrics endpoint shows the process's resident
 // memory and a node count grown by exactly the tree's nodes.
 func TestFillShowsOnMetrics(t *testing.T) {
-	reg := observe.NewRegistry()
-	s, addr := servertest.Start(t, server.Config{Metrics: reg})
-	obs, err := observe.Serve("127.0.0.1:0", reg, func() any { return s.Status() }, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer obs.Close()
+	addr, metricsAddr := serveWithMetrics(t)
 	series := []string{`process_resident_memory_bytes`, `canopy_meta_inodes`}
-	before := scrape(t, obs.Addr().String(), series...)
+	before := scrape(t, metricsAddr, series...)
 	m := lastJSON(t, mustCanopy(t, addr, "bench", "fill", "--files", "3000", "--dirs", "7", "--workers", "8", "--conns", "2", "--json"))
 	if m["files"] != 3000.0 || m["dirs"] != 7.0 || m["top"] != "/mdtest_tree.0" || m["files_per_sec"].(float64) <= 0 {
 		t.Errorf("fill result %v", m)
 	}
-	after := scrape(t, obs.Addr().String(), series...)
+	after := scrape(t, metricsAddr, series...)
 	if before[0] <= 0 || after[0] <= 0 {
 		t.Errorf("resident memory %v then %v bytes", before[0], after[0])
 	}

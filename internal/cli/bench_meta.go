@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+
 	"github.com/spf13/cobra"
 
 	"github.com/canopyfs/canopy/internal/bench"
@@ -26,27 +28,22 @@ afterwards unless --keep.`,
 			"  canopy bench meta --op mixed --read-ratio 0.95 --rate 5k --json",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cs, err := f.dial(g)
-			if err != nil {
-				return err
-			}
-			defer cs.Close()
-			ctx, stop := interruptible()
-			defer stop()
-			cfg.Run, cfg.Conns, cfg.CeilingTime = f.config(threads, cmd.ErrOrStderr()), cs, f.ceiling
-			cfg.Dir = canonIfSet(cfg.Dir)
-			results, runErr := bench.RunMeta(ctx, cfg)
-			if len(results) == 0 {
+			return f.session(g, func(ctx context.Context, cs bench.Conns) error {
+				cfg.Run, cfg.Conns, cfg.CeilingTime = f.config(threads, cmd.ErrOrStderr()), cs, f.ceiling
+				cfg.Dir = canonIfSet(cfg.Dir)
+				results, runErr := bench.RunMeta(ctx, cfg)
+				if len(results) == 0 {
+					return runErr
+				}
+				var summary any
+				if cfg.Op == "all" {
+					summary = bench.Summarize("meta", "all", results)
+				}
+				if err := f.report(cmd.OutOrStdout(), results, summary); err != nil {
+					return err
+				}
 				return runErr
-			}
-			var summary any
-			if cfg.Op == "all" {
-				summary = bench.Summarize("meta", "all", results)
-			}
-			if err := f.report(cmd.OutOrStdout(), results, summary); err != nil {
-				return err
-			}
-			return runErr
+			})
 		},
 	}
 	fl := cmd.Flags()

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+
 	"github.com/spf13/cobra"
 
 	"github.com/canopyfs/canopy/internal/bench"
@@ -19,20 +21,15 @@ the runner driving a function that does nothing at the same concurrency.`,
 		Example: "  canopy bench rpc --clients 50 --duration 5s\n  canopy bench rpc --clients 1 --json\n  canopy bench rpc --clients 64 --conns 4 --rate 20k --csv rpc.csv",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cs, err := f.dial(g)
-			if err != nil {
-				return err
-			}
-			defer cs.Close()
-			ctx, stop := interruptible()
-			defer stop()
-			res, err := bench.RunRPC(ctx, bench.RPCConfig{
-				Run: f.config(clients, cmd.ErrOrStderr()), Conns: cs, Payload: payload, CeilingTime: f.ceiling,
+			return f.session(g, func(ctx context.Context, cs bench.Conns) error {
+				res, err := bench.RunRPC(ctx, bench.RPCConfig{
+					Run: f.config(clients, cmd.ErrOrStderr()), Conns: cs, Payload: payload, CeilingTime: f.ceiling,
+				})
+				if err != nil {
+					return err
+				}
+				return f.report(cmd.OutOrStdout(), []*bench.Result{res}, nil)
 			})
-			if err != nil {
-				return err
-			}
-			return f.report(cmd.OutOrStdout(), []*bench.Result{res}, nil)
 		},
 	}
 	fl := cmd.Flags()

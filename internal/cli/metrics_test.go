@@ -13,6 +13,20 @@ import (
 	"github.com/canopyfs/canopy/internal/server/servertest"
 )
 
+// serveWithMetrics starts a metadata server with a metrics endpoint, both
+// stopped when the test ends, and returns their addresses.
+func serveWithMetrics(t *testing.T) (addr, metricsAddr string) {
+	t.Helper()
+	reg := observe.NewRegistry()
+	s, addr := servertest.Start(t, server.Config{Metrics: reg})
+	obs, err := observe.Serve("127.0.0.1:0", reg, func() any { return s.Status() }, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { obs.Close() })
+	return addr, obs.Addr().String()
+}
+
 // scrape reads the metrics endpoint and returns the value of the first
 // series matching each pattern, failing the test if one is missing.
 func scrape(t *testing.T, addr string, patterns ...string) []float64 {
@@ -38,14 +52,7 @@ func scrape(t *testing.T, addr string, patterns ...string) []float64 {
 // endpoint, runs `canopy bench rpc` and `canopy bench meta` against it,
 // and checks that the call, latency, queue and batch metrics moved.
 func TestMetricsMoveUnderBench(t *testing.T) {
-	reg := observe.NewRegistry()
-	s, addr := servertest.Start(t, server.Config{Metrics: reg})
-	obs, err := observe.Serve("127.0.0.1:0", reg, func() any { return s.Status() }, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer obs.Close()
-	metricsAddr := obs.Addr().String()
+	addr, metricsAddr := serveWithMetrics(t)
 
 	series := []string{
 		`canopy_rpc_calls_total\{method="null",status="ok"\}`,
