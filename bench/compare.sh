@@ -34,7 +34,7 @@ cleanup() {
 trap cleanup EXIT
 
 go build -o "$work/canopy" ./cmd/canopy
-"$work/canopy" up --dir "$work/canopy-data" --listen 127.0.0.1:0 >"$work/up.out" 2>"$work/up.err" &
+"$work/canopy" up --dir "$work/canopy-data" --listen 127.0.0.1:0 --trash-days 0 >"$work/up.out" 2>"$work/up.err" &
 canopy_pid=$!
 for _ in $(seq 100); do grep -q "ready at" "$work/up.out" && break; sleep 0.1; done
 ADDR=$(sed -n 's/.*ready at //p' "$work/up.out")

@@ -15,7 +15,14 @@
 #      before and after. The top directory is one more hash, of the
 #      directory names.
 #
-# Usage: bench/memory.sh [N...]   (default: 1000000 10000000)
+#   4. with --big-dir N: canopy bench memory --big-dir N, one directory of N
+#      entries: creates, lookups, paged readdir and rm -r's removal per
+#      second at the first and the last million, resident bytes per entry.
+#
+# Usage: bench/memory.sh [--big-dir N] [--100m] [N...]   (default sizes: 1000000 10000000)
+#   --100m adds a 100,000,000-file step, in process only (about 10 GiB and
+#   many minutes; META100=1 also fills a canopy meta over RPC, which takes
+#   hours, and Redis is skipped at that size).
 # Environment: WORKERS (creates in flight for the fill, default 64),
 # CONNS (default 4), TIMEOUT (per create, default 10m), SKIP_META=1,
 # SKIP_REDIS=1, OUT (table file, default memory-<date>.md here). Needs
@@ -23,7 +30,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [ $# -eq 0 ]; then set -- 1000000 10000000; fi
+BIGDIR= HUGE=
+sizes=()
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--big-dir) BIGDIR=$2; shift 2 ;;
+	--100m) HUGE=1; shift ;;
+	*) sizes+=("$1"); shift ;;
+	esac
+done
+if [ ${#sizes[@]} -eq 0 ]; then sizes=(1000000 10000000); fi
+if [ -n "$HUGE" ]; then sizes+=(100000000); fi
+set -- "${sizes[@]}"
 WORKERS=${WORKERS:-64}
 CONNS=${CONNS:-4}
 # The fill's creates wait out the server's checkpoints, which hold its
@@ -95,7 +113,13 @@ for N in "$@"; do
 
 	# 2. A canopy meta server filled over RPC.
 	meta=
-	if [ -z "${SKIP_META:-}" ]; then
+	skip_meta=${SKIP_META:-}
+	skip_redis=${SKIP_REDIS:-}
+	if [ "$N" -ge 100000000 ]; then
+		[ -n "${META100:-}" ] || skip_meta=1
+		skip_redis=1
+	fi
+	if [ -z "$skip_meta" ]; then
 		rm -rf "$work/meta"
 		"$work/canopy" meta --dir "$work/meta" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
 			>"$work/meta.out" 2>"$work/meta.err" &
@@ -147,7 +171,7 @@ for N in "$@"; do
 	fi
 
 	# 3. Redis, one hash per directory.
-	if [ -z "${SKIP_REDIS:-}" ]; then
+	if [ -z "$skip_redis" ]; then
 		redis-cli -p "$REDIS_PORT" shutdown nosave >/dev/null 2>&1 || true
 		for _ in $(seq 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 || break; sleep 0.1; done
 		redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$work" --daemonize yes >/dev/null
@@ -188,6 +212,19 @@ for N in "$@"; do
 		redis_per[$N]=$redis
 	fi
 done
+
+# 4. One big directory, in process.
+if [ -n "$BIGDIR" ]; then
+	echo "canopy bench memory --big-dir $BIGDIR" >&2
+	if ! j=$("$work/canopy" bench memory --big-dir "$BIGDIR" --json 2>"$work/bigdir.err" | tail -n 1); then
+		echo "canopy bench memory --big-dir failed:" >&2; tail -n 20 "$work/bigdir.err" >&2; exit 1
+	fi
+	echo "$j" >&2
+	# rates NAME: "first/s to last/s (ratio)" of the pass NAME.
+	rates() { sed -n "s/.*\"$1\":{\"first_per_sec\":\([0-9.e+]*\),\"last_per_sec\":\([0-9.e+]*\),\"ratio\":\([0-9.e+]*\)}.*/\1 \2 \3/p" <<<"$j" | awk '{ printf "%.0f/s to %.0f/s (%.2f)", $1, $2, $3 }'; }
+	row "$BIGDIR" "one directory of N entries: resident per entry" "$(printf %.1f "$(jget rss_bytes_per_entry <<<"$j")")" \
+		"first and last million: creates $(rates creates); lookups $(rates lookups) growing, $(rates lookups_at) of the first and last names; readdir $(rates readdir); rm -r $(rates removes); first page $(printf %.2f "$(jget first_page_seconds <<<"$j")") s"
+fi
 
 {
 	echo "Memory per file on $(hostname) ($(nproc) cores), $(date -u +%Y-%m-%dT%H:%MZ); trees of N files over N/1000 directories, mdtest names"

@@ -19,8 +19,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/canopyfs/canopy/api/metapb"
-	"github.com/canopyfs/canopy/internal/data"
 	"github.com/canopyfs/canopy/internal/object"
+	"github.com/canopyfs/canopy/internal/protocol"
 	"github.com/canopyfs/canopy/internal/rpc"
 )
 
@@ -30,12 +30,15 @@ type Ino uint64
 // RootIno is the root directory of the namespace.
 const RootIno Ino = 1
 
+// Partition returns the metadata partition that owns the node.
+func (i Ino) Partition() uint16 { return protocol.PartitionOf(uint64(i)) }
+
 // Cred is the identity a client acts as: the server checks permissions
 // against it.
 type Cred struct {
-	UID    uint32
-	GID    uint32
-	Groups []uint32
+	UID    uint32   // user id
+	GID    uint32   // primary group id
+	Groups []uint32 // supplementary group ids
 }
 
 // ProcessCred returns the identity of the running process.
@@ -54,6 +57,7 @@ type Options struct {
 	Addrs []string // more interchangeable servers (routers), tried after Dial's own
 
 	Secret      string        // shared secret of the server, if it has one
+	Token       string        // credential token presented to the server (see AddCredential); "" = none
 	Cred        *Cred         // identity to act as; nil = the process's own
 	CallTimeout time.Duration // per attempt; 0 = the transport's default
 	OpTimeout   time.Duration // across retries; 0 = the transport's default
@@ -62,17 +66,24 @@ type Options struct {
 	RateBurst   int           // calls that may go at once above RateLimit; 0 = a tenth of it
 
 	// File data. By default the client stores file data in the object
-	// store the server names (VOLUME). Storage overrides that URL (for
-	// example to add credentials: s3://KEY:SECRET@bucket/prefix?...), and
-	// Store, if set, is used as is.
+	// store the server names (VOLUME). Storage overrides that URL, for
+	// example to add credentials: s3://KEY:SECRET@bucket/prefix?... (the
+	// schemes are file:// and s3://; see docs/client.md).
 	Storage string
-	Store   object.Store
-	Data    data.Config // block cache, transfer bounds, readahead; zero = defaults
+	Data    DataOptions // block cache, transfer bounds, readahead; zero = defaults
 
 	// OnLocksLost, if set, is called (on the heartbeat goroutine) when the
 	// service reports that this client's file locks in the partition of
 	// ino expired, because it did not hear from the client in time.
 	OnLocksLost func(ino Ino)
+
+	// Durability says whether a change is answered once durable (the
+	// default, DurabilityStrict) or once ordered in the partition's log,
+	// durability then being waited for by File.Sync and Client.Sync
+	// (DurabilityPOSIX); see durability.go.
+	Durability Durability
+
+	store object.Store // used as is for file data if set (internal/clientdata.WithStore)
 }
 
 // Client is a connection to Canopy.
@@ -83,6 +94,7 @@ type Client struct {
 	callTimeout time.Duration // per attempt, as configured
 	vol         *volumeRef    // file data; shared with the clients As returns
 	locks       *lockState    // heartbeats for file locks; shared likewise
+	unsynced    *unsynced     // partitions changed since the last Sync (DurabilityPOSIX); nil: strict
 }
 
 // Dial connects to the Canopy server at addr. addr may list several
@@ -103,8 +115,9 @@ func Dial(addr string, opts Options) (*Client, error) {
 	}
 	addr = strings.Join(addrs, ",")
 	rc, err := rpc.DialAny(addrs, rpc.ClientConfig{
-		Secret: opts.Secret, CallTimeout: opts.CallTimeout, OpTimeout: opts.OpTimeout,
+		Secret: opts.Secret, Token: opts.Token, CallTimeout: opts.CallTimeout, OpTimeout: opts.OpTimeout,
 		TLS: opts.TLS, RateLimit: opts.RateLimit, RateBurst: opts.RateBurst,
+		Early: opts.Durability == DurabilityPOSIX,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
@@ -117,8 +130,12 @@ func Dial(addr string, opts Options) (*Client, error) {
 	if callTimeout <= 0 {
 		callTimeout = defaultCallTimeout
 	}
-	return &Client{rpc: rc, cred: rpc.Cred(cred), owner: true, callTimeout: callTimeout, vol: &volumeRef{opts: opts},
-		locks: newLockState(opts.OnLocksLost)}, nil
+	c := &Client{rpc: rc, cred: rpc.Cred(cred), owner: true, callTimeout: callTimeout, vol: &volumeRef{opts: opts},
+		locks: newLockState(opts.OnLocksLost)}
+	if opts.Durability == DurabilityPOSIX {
+		c.unsynced = &unsynced{}
+	}
+	return c, nil
 }
 
 // defaultCallTimeout is the transport's default per-attempt timeout.
@@ -127,7 +144,7 @@ const defaultCallTimeout = 10 * time.Second
 // As returns a client that shares c's connection but acts as cred. Close
 // the original client, not the one As returns.
 func (c *Client) As(cred Cred) *Client {
-	return &Client{rpc: c.rpc, cred: rpc.Cred(cred), callTimeout: c.callTimeout, vol: c.vol, locks: c.locks}
+	return &Client{rpc: c.rpc, cred: rpc.Cred(cred), callTimeout: c.callTimeout, vol: c.vol, locks: c.locks, unsynced: c.unsynced}
 }
 
 // Close waits for background data work (compactions) and closes the
@@ -161,6 +178,7 @@ func (c *Client) call(ctx context.Context, m pb.Method, req, reply proto.Message
 	if err != nil {
 		return &os.PathError{Op: op, Path: path, Err: err}
 	}
+	c.unsynced.note(m, req)
 	status, out, err := c.rpc.Call(ctx, uint16(m), c.cred, data)
 	if err != nil {
 		return &os.PathError{Op: op, Path: path, Err: err}

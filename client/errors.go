@@ -30,11 +30,14 @@ func inoName(ino Ino) string { return fmt.Sprintf("inode %d", ino) }
 // its Error is that sentence, and it unwraps to the errno, so errors.Is
 // matches both syscall.EINVAL and the io/fs sentinels as for a bare errno.
 type DetailError struct {
-	Errno   syscall.Errno
-	Message string
+	Errno   syscall.Errno // the reply's status
+	Message string        // the server's explanation
 }
 
+// Error returns the server's explanation.
 func (e *DetailError) Error() string { return e.Message }
+
+// Unwrap returns the errno, for errors.Is and errors.As.
 func (e *DetailError) Unwrap() error { return e.Errno }
 
 // replyError is the error of a reply with status errno and payload out: a

@@ -63,7 +63,9 @@ func (c *Client) OpenFile(ctx context.Context, name string, flag int, perm fs.Fi
 		created, err := c.Create(ctx, name, uint32(perm.Perm()))
 		switch {
 		case err == nil:
-			fi, err = c.OpenIno(ctx, created.Ino(), oflags)
+			// As open(2) with O_CREAT: the creator's open is granted
+			// whatever the new file's mode.
+			fi, err = c.OpenIno(ctx, created.Ino(), oflags|uint32(os.O_CREATE))
 		case flag&os.O_EXCL == 0 && errors.Is(err, syscall.EEXIST):
 			fi, err = c.openPath(ctx, name, oflags)
 		}
@@ -85,7 +87,7 @@ func (c *Client) OpenFile(ctx context.Context, name string, flag int, perm fs.Fi
 	if !fi.Mode().IsRegular() {
 		return fail(syscall.EINVAL)
 	}
-	vol, err := c.DataVolume(ctx)
+	vol, err := c.dataVolume(ctx)
 	if err != nil {
 		return fail(err)
 	}
@@ -94,9 +96,9 @@ func (c *Client) OpenFile(ctx context.Context, name string, flag int, perm fs.Fi
 			return fail(err)
 		}
 	}
-	f.r = vol.NewReader(c, uint64(f.ino))
+	f.r = vol.NewReader((*dataPath)(c), uint64(f.ino))
 	if writing {
-		f.w = vol.NewWriter(c, uint64(f.ino), uint64(fi.Size()))
+		f.w = vol.NewWriter((*dataPath)(c), uint64(f.ino), uint64(fi.Size()))
 	}
 	return f, nil
 }
@@ -106,6 +108,9 @@ func (c *Client) openPath(ctx context.Context, p string, flags uint32) (*FileInf
 	var r pb.AttrReply
 	if err := c.call(ctx, pb.Method_OPEN, &pb.OpenRequest{Path: p, Flags: flags}, &r, "open", p); err != nil {
 		return nil, err
+	}
+	if ino := Ino(r.Attr.GetIno()); ino != 0 {
+		c.locks.held(c, ino)
 	}
 	return newFileInfo(path.Base(p), r.Attr), nil
 }
@@ -308,6 +313,9 @@ func (f *File) Sync() error {
 		return err
 	}
 	if err := f.flushLocked(); err != nil {
+		return f.fail("sync", err)
+	}
+	if err := f.c.syncFile(f.ctx, f.ino, f.name); err != nil {
 		return f.fail("sync", err)
 	}
 	return nil

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/canopyfs/canopy/client"
-	"github.com/canopyfs/canopy/internal/data"
 )
 
 const benchFileSize = 256 << 20
@@ -17,7 +16,7 @@ var benchUploads = flag.Int("uploads", 0, "BenchmarkFileWrite: uploads in flight
 // BenchmarkFileWrite writes a 256 MiB file in 1 MiB calls and closes it
 // (local backend): uploads, fsyncs of the store and the commit included.
 func BenchmarkFileWrite(b *testing.B) {
-	e := startData(b, backends[0], client.Options{Data: data.Config{Uploads: *benchUploads}})
+	e := startData(b, backends[0], client.Options{Data: client.DataOptions{Uploads: *benchUploads}})
 	buf := randomBytes(1, 1<<20)
 	b.SetBytes(benchFileSize)
 	for b.Loop() {

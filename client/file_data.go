@@ -6,19 +6,66 @@ import (
 	"sync"
 
 	pb "github.com/canopyfs/canopy/api/metapb"
+	"github.com/canopyfs/canopy/internal/clientdata/hook"
 	"github.com/canopyfs/canopy/internal/data"
 	"github.com/canopyfs/canopy/internal/object"
+	"github.com/canopyfs/canopy/internal/protocol"
 )
 
-// The data-path calls. Files use them through the internal/data package;
-// they are exported for tools that work on chunks directly (a FUSE layer,
-// fsck, the collector).
+// The data path. Files use it through the internal/data package; the slice
+// calls in their protocol types, the partition-wide slice lists and the
+// volume itself are handed to the module's own tools (a FUSE layer, fsck,
+// the collector) through internal/clientdata, not exported here.
+
+func init() {
+	hook.Meta = func(c any) data.Meta { return (*dataPath)(c.(*Client)) }
+	hook.Admin = func(c any, part uint16) data.Admin { return c.(*Client).dataAdmin(part) }
+	hook.Volume = func(ctx context.Context, c any) (*data.Volume, error) { return c.(*Client).dataVolume(ctx) }
+	hook.SetStore = func(opts any, store object.Store) { opts.(*Options).store = store }
+}
+
+// DataOptions tunes how a client moves file data. A zero field takes its
+// default. The chunk and block sizes are not among them: they are the
+// server's (see Volume), since every client must agree on them.
+type DataOptions struct {
+	CacheBytes  int64 // block cache capacity, shared by the client's files; default 256 MiB
+	Readahead   int   // most bytes a sequential reader fetches ahead; default 32 MiB
+	Uploads     int   // block uploads in flight, across the client's files; default 32
+	Downloads   int   // block downloads in flight, likewise; default 16
+	IDBatch     int   // slice ids reserved per round trip to the server; default 64
+	CompactAt   int   // stored slices that make a chunk fragmented, so that a writer compacts it; default 16, < 0 never
+	CommitAfter int   // finished slices a writer keeps before committing on its own; default 256
+	// BufferBytes bounds the write buffers of all the client's files
+	// together, however many are open; default 512 MiB. A write waits for
+	// room while uploads are in flight, and never fails for want of it.
+	BufferBytes int64
+}
+
+// DefaultBufferBytes is the default of DataOptions.BufferBytes.
+const DefaultBufferBytes = data.DefaultBufferBytes
+
+// config is o as the data package takes it.
+func (o DataOptions) config() data.Config {
+	return data.Config{
+		CacheBytes: o.CacheBytes, Readahead: o.Readahead, Uploads: o.Uploads, Downloads: o.Downloads,
+		IDBatch: o.IDBatch, CompactAt: o.CompactAt, CommitAfter: o.CommitAfter, BufferBytes: o.BufferBytes,
+	}
+}
+
+// CacheStats are the counters of a client's block cache.
+type CacheStats struct {
+	Hits         uint64 // reads of a block that was cached or already coming
+	Misses       uint64 // reads that had to start a download
+	Prefetches   uint64 // downloads started ahead of reads (readahead)
+	FetchedBytes uint64 // bytes downloaded from the object store
+	Bytes        int64  // bytes the cache holds now
+}
 
 // Volume describes where the file data of ino's partition is stored.
 type Volume struct {
 	Storage   string // object store URL, without secrets
-	ChunkSize int
-	BlockSize int
+	ChunkSize int    // file bytes per chunk
+	BlockSize int    // largest object a slice is stored in
 }
 
 // Volume asks where file data is stored.
@@ -30,10 +77,51 @@ func (c *Client) Volume(ctx context.Context, ino Ino) (Volume, error) {
 	return Volume{Storage: r.Storage, ChunkSize: int(r.ChunkSize), BlockSize: int(r.BlockSize)}, nil
 }
 
+// Chunk is how the service stores one chunk of a file (Volume.ChunkSize
+// bytes from Index times that): the slices that reads of it see.
+type Chunk struct {
+	Index        uint32  // the chunk's place in the file: offset / ChunkSize
+	Slices       []Slice // the parts of stored slices that make the chunk, in order
+	StoredSlices int     // slices the chunk keeps; many means fragmented (writers compact it)
+}
+
+// Slice is the part of one stored slice that a chunk uses: Len bytes from
+// Off in the slice, placed at Pos in the chunk.
+type Slice struct {
+	ID   uint64 // the slice; its data objects are named after it
+	Size uint32 // total bytes stored for the slice
+	Off  uint32 // first byte of the slice used here
+	Len  uint32 // bytes used
+	Pos  uint32 // where they go in the chunk
+}
+
+// Chunks returns how count chunks of file ino from chunk first are
+// stored, for tools that look at fragmentation; files read through Open do
+// not need it.
+func (c *Client) Chunks(ctx context.Context, ino Ino, first, count uint32) ([]Chunk, error) {
+	r, err := (*dataPath)(c).ReadChunks(ctx, uint64(ino), first, count)
+	if err != nil {
+		return nil, err
+	}
+	chunks := make([]Chunk, len(r.Chunks))
+	for i, v := range r.Chunks {
+		ch := Chunk{Index: v.Chunk, StoredSlices: int(v.StoredSlices), Slices: make([]Slice, len(v.Slices))}
+		for j, s := range v.Slices {
+			ch.Slices[j] = Slice{ID: s.Id, Size: s.Size, Off: s.Off, Len: s.Len, Pos: s.Pos}
+		}
+		chunks[i] = ch
+	}
+	return chunks, nil
+}
+
+// dataPath is a Client as the data package's Meta: the slice calls, in
+// their protocol types.
+type dataPath Client
+
 // AllocSlices reserves count new slice ids in the partition of ino.
-func (c *Client) AllocSlices(ctx context.Context, ino uint64, count uint32) (uint64, uint32, error) {
+func (d *dataPath) AllocSlices(ctx context.Context, ino uint64, count uint32) (uint64, uint32, error) {
 	var r pb.AllocSlicesReply
-	if err := c.call(ctx, pb.Method_ALLOC_SLICES, &pb.AllocSlicesRequest{Ino: ino, Count: count}, &r, "alloc slices", inoName(Ino(ino))); err != nil {
+	if err := (*Client)(d).call(ctx, pb.Method_ALLOC_SLICES, &pb.AllocSlicesRequest{Ino: ino, Count: count}, &r, "alloc slices", inoName(Ino(ino))); err != nil {
 		return 0, 0, err
 	}
 	if r.Count > count {
@@ -44,10 +132,10 @@ func (c *Client) AllocSlices(ctx context.Context, ino uint64, count uint32) (uin
 
 // Commit records uploaded slices of file ino and makes it at least size
 // bytes long.
-func (c *Client) Commit(ctx context.Context, ino uint64, writes []*pb.SliceWrite, size uint64) (*pb.Attr, error) {
+func (d *dataPath) Commit(ctx context.Context, ino uint64, writes []*pb.SliceWrite, size uint64) (*pb.Attr, error) {
 	var r pb.AttrReply
 	req := &pb.CommitRequest{Ino: ino, Writes: writes, Size: size}
-	if err := c.call(ctx, pb.Method_COMMIT, req, &r, "commit", inoName(Ino(ino))); err != nil {
+	if err := (*Client)(d).call(ctx, pb.Method_COMMIT, req, &r, "commit", inoName(Ino(ino))); err != nil {
 		return nil, err
 	}
 	return r.Attr, nil
@@ -55,10 +143,10 @@ func (c *Client) Commit(ctx context.Context, ino uint64, writes []*pb.SliceWrite
 
 // ReadChunks returns the attributes of file ino and the views of count
 // chunks from chunk.
-func (c *Client) ReadChunks(ctx context.Context, ino uint64, chunk, count uint32) (*pb.ReadChunksReply, error) {
+func (d *dataPath) ReadChunks(ctx context.Context, ino uint64, chunk, count uint32) (*pb.ReadChunksReply, error) {
 	var r pb.ReadChunksReply
 	req := &pb.ReadChunksRequest{Ino: ino, Chunk: chunk, Count: count}
-	if err := c.call(ctx, pb.Method_READ_CHUNKS, req, &r, "read chunks", inoName(Ino(ino))); err != nil {
+	if err := (*Client)(d).call(ctx, pb.Method_READ_CHUNKS, req, &r, "read chunks", inoName(Ino(ino))); err != nil {
 		return nil, err
 	}
 	return &r, nil
@@ -66,9 +154,9 @@ func (c *Client) ReadChunks(ctx context.Context, ino uint64, chunk, count uint32
 
 // Compact replaces the first len(oldIDs) stored slices of a chunk of file
 // ino by s (EAGAIN if they changed).
-func (c *Client) Compact(ctx context.Context, ino uint64, chunk uint32, oldIDs []uint64, s *pb.Slice) error {
+func (d *dataPath) Compact(ctx context.Context, ino uint64, chunk uint32, oldIDs []uint64, s *pb.Slice) error {
 	req := &pb.CompactRequest{Ino: ino, Chunk: chunk, OldIds: oldIDs, Slice: s}
-	return c.call(ctx, pb.Method_COMPACT, req, nil, "compact", inoName(Ino(ino)))
+	return (*Client)(d).call(ctx, pb.Method_COMPACT, req, nil, "compact", inoName(Ino(ino)))
 }
 
 // OpenIno checks access to file ino with open(2) flags and keeps its data
@@ -78,6 +166,7 @@ func (c *Client) OpenIno(ctx context.Context, ino Ino, flags uint32) (*FileInfo,
 	if err := c.call(ctx, pb.Method_OPEN, &pb.OpenRequest{Ino: uint64(ino), Flags: flags}, &r, "open", inoName(ino)); err != nil {
 		return nil, err
 	}
+	c.locks.held(c, ino)
 	return newFileInfo("", r.Attr), nil
 }
 
@@ -86,10 +175,10 @@ func (c *Client) CloseIno(ctx context.Context, ino Ino) error {
 	return c.call(ctx, pb.Method_CLOSE, &pb.NodeRequest{Ino: uint64(ino)}, nil, "close", inoName(ino))
 }
 
-// DataAdmin returns the partition-wide slice calls of partition part, for
+// dataAdmin returns the partition-wide slice calls of partition part, for
 // the collector and fsck.
-func (c *Client) DataAdmin(part uint16) data.Admin {
-	return partitionAdmin{c: c, root: uint64(part)<<48 | 1}
+func (c *Client) dataAdmin(part uint16) data.Admin {
+	return partitionAdmin{c: c, root: protocol.RootIno(part)}
 }
 
 // partitionAdmin addresses the partition-wide calls to the partition's
@@ -99,7 +188,7 @@ type partitionAdmin struct {
 	root uint64
 }
 
-func (a partitionAdmin) Partition() uint16 { return uint16(a.root >> 48) }
+func (a partitionAdmin) Partition() uint16 { return protocol.PartitionOf(a.root) }
 
 func (a partitionAdmin) ListGarbage(ctx context.Context, after uint64, limit uint32, freedBefore int64) (*pb.ListSlicesReply, error) {
 	var r pb.ListSlicesReply
@@ -132,10 +221,10 @@ type volumeRef struct {
 	vol *data.Volume
 }
 
-// DataVolume returns the volume the client's files are stored in, opening
-// its object store on first use (VOLUME, then object.Open, unless
-// Options.Store or Options.Storage say otherwise).
-func (c *Client) DataVolume(ctx context.Context) (*data.Volume, error) {
+// dataVolume returns the volume the client's files are stored in, opening
+// its object store on first use (VOLUME, then object.Open, unless the
+// options name a store or Options.Storage a URL).
+func (c *Client) dataVolume(ctx context.Context) (*data.Volume, error) {
 	r := c.vol
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -148,9 +237,9 @@ func (c *Client) DataVolume(ctx context.Context) (*data.Volume, error) {
 	}
 	// The layout is the server's: every client and the collector must
 	// agree on it.
-	cfg := r.opts.Data
+	cfg := r.opts.Data.config()
 	cfg.ChunkSize, cfg.BlockSize = info.ChunkSize, info.BlockSize
-	store := r.opts.Store
+	store := r.opts.store
 	if store == nil {
 		url := r.opts.Storage
 		if url == "" {
@@ -171,16 +260,31 @@ func (c *Client) DataVolume(ctx context.Context) (*data.Volume, error) {
 	return vol, nil
 }
 
+// BufferStats returns the bytes of write buffers the client's files hold
+// now and the most they have held at once (bounded by
+// DataOptions.BufferBytes); ok is false if no file has been opened yet.
+func (c *Client) BufferStats() (held, peak int64, ok bool) {
+	c.vol.mu.Lock()
+	vol := c.vol.vol
+	c.vol.mu.Unlock()
+	if vol == nil {
+		return 0, 0, false
+	}
+	held, peak = vol.BufferStats()
+	return held, peak, true
+}
+
 // CacheStats returns the block cache counters of the client's data
 // volume; ok is false if no file has been read or written yet.
-func (c *Client) CacheStats() (stats data.CacheStats, ok bool) {
+func (c *Client) CacheStats() (stats CacheStats, ok bool) {
 	c.vol.mu.Lock()
 	vol := c.vol.vol
 	c.vol.mu.Unlock()
 	if vol == nil {
 		return stats, false
 	}
-	return vol.CacheStats(), true
+	s := vol.CacheStats()
+	return CacheStats{Hits: s.Hits, Misses: s.Misses, Prefetches: s.Prefetches, FetchedBytes: s.FetchedBytes, Bytes: s.Bytes}, true
 }
 
 // wait waits for the volume's background work.

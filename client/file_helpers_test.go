@@ -10,6 +10,7 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/canopyfs/canopy/client"
+	"github.com/canopyfs/canopy/internal/clientdata"
 	"github.com/canopyfs/canopy/internal/object"
 	"github.com/canopyfs/canopy/internal/server"
 	"github.com/canopyfs/canopy/internal/server/servertest"
@@ -63,7 +64,7 @@ func startData(t testing.TB, b backend, opts client.Options) *dataEnv {
 	// and the server's own crash safety is tested elsewhere.
 	_, addr := servertest.Start(t, server.Config{Storage: url, FS: vfs.NewMem()})
 	if b.name != "local" {
-		opts.Store = store
+		opts = clientdata.WithStore(opts, store)
 	}
 	c, err := client.Dial(addr, opts)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/canopyfs/canopy/client"
+	"github.com/canopyfs/canopy/internal/clientdata"
 	"github.com/canopyfs/canopy/internal/data"
 	"github.com/canopyfs/canopy/internal/object"
 	"github.com/canopyfs/canopy/internal/server"
@@ -129,11 +130,11 @@ func TestKilledWriterLeavesNoBrokenFile(t *testing.T) {
 	if err != nil || !bytes.Equal(got, randomBytes(10, committedLen)) {
 		t.Fatalf("committed data after the kill: %d bytes, %v", len(got), err)
 	}
-	vol, err := c.DataVolume(ctx)
+	vol, err := clientdata.Volume(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin := c.DataAdmin(0)
+	admin := clientdata.Admin(c, 0)
 	rep, err := data.Fsck(ctx, store, admin, data.FsckOptions{BlockSize: vol.BlockSize})
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/canopyfs/canopy/client"
+	"github.com/canopyfs/canopy/internal/clientdata"
 	"github.com/canopyfs/canopy/internal/object"
 )
 
@@ -43,7 +44,7 @@ func TestCloseSyncsStoreBeforeCommit(t *testing.T) {
 		t.Fatalf("the local store does not defer durability to Sync")
 	}
 	watch := &syncWatch{Store: local}
-	e := startData(t, backends[0], client.Options{Store: watch})
+	e := startData(t, backends[0], clientdata.WithStore(client.Options{}, watch))
 	f, err := e.c.OpenFile(e.ctx, "/f", os.O_WRONLY|os.O_CREATE, 0o644)
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/canopyfs/canopy/client"
+	"github.com/canopyfs/canopy/internal/clientdata"
 	"github.com/canopyfs/canopy/internal/data"
 	"github.com/canopyfs/canopy/internal/layout"
 )
@@ -202,11 +203,11 @@ func TestCollectorRemovesGarbage(t *testing.T) {
 			if err := e.c.Unlink(e.ctx, "/gone"); err != nil {
 				t.Fatal(err)
 			}
-			vol, err := e.c.DataVolume(e.ctx)
+			vol, err := clientdata.Volume(e.ctx, e.c)
 			if err != nil {
 				t.Fatal(err)
 			}
-			admin := e.c.DataAdmin(0)
+			admin := clientdata.Admin(e.c, 0)
 			before := len(e.objects(t))
 			rep, err := data.Fsck(e.ctx, e.store, admin, data.FsckOptions{BlockSize: vol.BlockSize})
 			if err != nil || !rep.Clean() || rep.Garbage != 2 {
@@ -243,7 +244,7 @@ func TestCollectorRemovesGarbage(t *testing.T) {
 // Many small writes fragment a chunk; compaction rewrites it as one slice
 // without changing what it reads, and the old slices become garbage.
 func TestCompaction(t *testing.T) {
-	e := startData(t, backends[0], client.Options{Data: data.Config{CompactAt: -1}})
+	e := startData(t, backends[0], client.Options{Data: client.DataOptions{CompactAt: -1}})
 	f, err := e.c.OpenFile(e.ctx, "/frag", os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		t.Fatal(err)
@@ -266,33 +267,33 @@ func TestCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	ino := uint64(f.Ino())
-	before, err := e.c.ReadChunks(e.ctx, ino, 0, 1)
+	before, err := e.c.Chunks(e.ctx, f.Ino(), 0, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if before.Chunks[0].StoredSlices < 10 {
-		t.Fatalf("only %d stored slices: not fragmented", before.Chunks[0].StoredSlices)
+	if before[0].StoredSlices < 10 {
+		t.Fatalf("only %d stored slices: not fragmented", before[0].StoredSlices)
 	}
-	vol, err := e.c.DataVolume(e.ctx)
+	vol, err := clientdata.Volume(e.ctx, e.c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	done, err := vol.Compact(e.ctx, e.c, ino, 0)
+	done, err := vol.Compact(e.ctx, clientdata.Meta(e.c), ino, 0)
 	if err != nil || !done {
 		t.Fatalf("compact: %v, %v", done, err)
 	}
-	after, err := e.c.ReadChunks(e.ctx, ino, 0, 1)
+	after, err := e.c.Chunks(e.ctx, f.Ino(), 0, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after.Chunks[0].StoredSlices != 1 {
-		t.Fatalf("%d stored slices after compaction, want 1", after.Chunks[0].StoredSlices)
+	if after[0].StoredSlices != 1 {
+		t.Fatalf("%d stored slices after compaction, want 1", after[0].StoredSlices)
 	}
 	got, err := e.c.ReadFile(e.ctx, "/frag")
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("content changed by compaction (%v)", err)
 	}
-	rep, err := data.Fsck(e.ctx, e.store, e.c.DataAdmin(0), data.FsckOptions{BlockSize: vol.BlockSize})
+	rep, err := data.Fsck(e.ctx, e.store, clientdata.Admin(e.c, 0), data.FsckOptions{BlockSize: vol.BlockSize})
 	if err != nil || !rep.Clean() || rep.Slices != 1 || rep.Garbage != 41 {
 		t.Fatalf("fsck after compaction: %+v, %v", rep, err)
 	}
@@ -301,7 +302,7 @@ func TestCompaction(t *testing.T) {
 // A writer that commits many slices to one chunk has it compacted in the
 // background, without a reader.
 func TestWriterTriggersCompaction(t *testing.T) {
-	e := startData(t, backends[0], client.Options{Data: data.Config{CompactAt: 8}})
+	e := startData(t, backends[0], client.Options{Data: client.DataOptions{CompactAt: 8}})
 	f, err := e.c.OpenFile(e.ctx, "/w", os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		t.Fatal(err)
@@ -323,16 +324,16 @@ func TestWriterTriggersCompaction(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	vol, err := e.c.DataVolume(e.ctx)
+	vol, err := clientdata.Volume(e.ctx, e.c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	vol.Wait() // the background compaction
-	r, err := e.c.ReadChunks(e.ctx, uint64(f.Ino()), 0, 1)
+	r, err := e.c.Chunks(e.ctx, f.Ino(), 0, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := r.Chunks[0].StoredSlices; n != 1 {
+	if n := r[0].StoredSlices; n != 1 {
 		t.Fatalf("%d stored slices after the writer's compaction, want 1", n)
 	}
 	if got, err := e.c.ReadFile(e.ctx, "/w"); err != nil || !bytes.Equal(got, want) {

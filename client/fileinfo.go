@@ -10,16 +10,16 @@ import (
 
 // Attr is a node's attributes, as in Linux struct stat.
 type Attr struct {
-	Ino   Ino
-	Mode  uint32 // Linux st_mode: type bits and permission bits
-	UID   uint32
-	GID   uint32
-	Nlink uint32
-	Size  uint64
-	Atime time.Time
-	Mtime time.Time
-	Ctime time.Time
-	Rdev  uint32
+	Ino   Ino       // inode number
+	Mode  uint32    // Linux st_mode: type bits and permission bits
+	UID   uint32    // owner
+	GID   uint32    // group
+	Nlink uint32    // hard links
+	Size  uint64    // length in bytes
+	Atime time.Time // last access
+	Mtime time.Time // last change of the contents
+	Ctime time.Time // last change of the attributes or the contents
+	Rdev  uint32    // device number of a device node
 }
 
 func attrFromPB(a *pb.Attr) Attr {
@@ -75,12 +75,25 @@ func newFileInfo(name string, a *pb.Attr) *FileInfo {
 	return &FileInfo{name: name, attr: attrFromPB(a)}
 }
 
-func (fi *FileInfo) Name() string       { return fi.name }
-func (fi *FileInfo) Size() int64        { return int64(fi.attr.Size) }
-func (fi *FileInfo) Mode() fs.FileMode  { return FileMode(fi.attr.Mode) }
+// Name returns the name the call that returned fi reached the node by (the
+// last element of its path, or the entry's name); calls that address a
+// node by inode number alone (GetAttr, OpenIno) leave it empty.
+func (fi *FileInfo) Name() string { return fi.name }
+
+// Size returns the node's length in bytes.
+func (fi *FileInfo) Size() int64 { return int64(fi.attr.Size) }
+
+// Mode returns the node's type and permission bits as an fs.FileMode.
+func (fi *FileInfo) Mode() fs.FileMode { return FileMode(fi.attr.Mode) }
+
+// ModTime returns the time the contents last changed.
 func (fi *FileInfo) ModTime() time.Time { return fi.attr.Mtime }
-func (fi *FileInfo) IsDir() bool        { return fi.attr.Mode&syscall.S_IFMT == syscall.S_IFDIR }
-func (fi *FileInfo) Sys() any           { return &fi.attr }
+
+// IsDir reports whether the node is a directory.
+func (fi *FileInfo) IsDir() bool { return fi.attr.Mode&syscall.S_IFMT == syscall.S_IFDIR }
+
+// Sys returns the node's full attributes, a *Attr.
+func (fi *FileInfo) Sys() any { return &fi.attr }
 
 // Attr returns the node's full attributes.
 func (fi *FileInfo) Attr() Attr { return fi.attr }
@@ -98,10 +111,17 @@ type DirEntry struct {
 
 var _ fs.DirEntry = (*DirEntry)(nil)
 
-func (d *DirEntry) Name() string      { return d.name }
-func (d *DirEntry) IsDir() bool       { return d.typ == syscall.S_IFDIR }
+// Name returns the entry's name in its directory.
+func (d *DirEntry) Name() string { return d.name }
+
+// IsDir reports whether the entry is a directory.
+func (d *DirEntry) IsDir() bool { return d.typ == syscall.S_IFDIR }
+
+// Type returns the type bits of the entry's mode.
 func (d *DirEntry) Type() fs.FileMode { return FileMode(d.typ).Type() }
-func (d *DirEntry) Ino() Ino          { return d.ino }
+
+// Ino returns the inode number the entry names.
+func (d *DirEntry) Ino() Ino { return d.ino }
 
 // Info returns the entry's attributes as the listing saw them, or
 // fs.ErrNotExist if the listing did not ask for them.

@@ -9,17 +9,18 @@ import (
 
 // The calls below address nodes by inode number, as a FUSE mount does.
 
-// SetAttr says which attributes SetAttr changes: Valid holds SetattrMask
-// bits of the protocol (pb.SetattrMask_*).
+// SetAttr says which attributes SetAttrIno changes and to what: Valid is
+// an OR of the Set* bits below, and only the fields they name are used.
 type SetAttr struct {
-	Valid        uint32
-	Mode         uint32
-	UID, GID     uint32
-	Size         uint64
-	Atime, Mtime int64 // nanoseconds since the epoch
+	Valid        uint32 // Set* bits
+	Mode         uint32 // SetMode: permission bits (and setuid, setgid, sticky)
+	UID, GID     uint32 // SetUID, SetGID
+	Size         uint64 // SetSize
+	Atime, Mtime int64  // SetAtime, SetMtime: nanoseconds since the epoch
 }
 
-// Setattr mask bits.
+// SetAttr.Valid bits, one per attribute; SetAtimeNow and SetMtimeNow set
+// the time to the server's clock instead of SetAttr's.
 const (
 	SetMode     = uint32(pb.SetattrMask_SETATTR_MODE)
 	SetUID      = uint32(pb.SetattrMask_SETATTR_UID)
@@ -29,6 +30,10 @@ const (
 	SetMtime    = uint32(pb.SetattrMask_SETATTR_MTIME)
 	SetAtimeNow = uint32(pb.SetattrMask_SETATTR_ATIME_NOW)
 	SetMtimeNow = uint32(pb.SetattrMask_SETATTR_MTIME_NOW)
+	// SetOpenFile, with SetSize, truncates through a descriptor open for
+	// writing (ftruncate): write permission was checked when it was
+	// opened, so the service checks none for the size.
+	SetOpenFile = uint32(pb.SetattrMask_SETATTR_OPEN_FILE)
 )
 
 func entryName(parent Ino, name string) string { return fmt.Sprintf("inode %d/%s", parent, name) }
@@ -67,6 +72,19 @@ func (c *Client) MkdirAt(ctx context.Context, parent Ino, name string, perm uint
 // MknodAt creates a regular file, fifo, socket or device node name in parent.
 func (c *Client) MknodAt(ctx context.Context, parent Ino, name string, mode, rdev uint32) (*FileInfo, error) {
 	return c.createAt(ctx, pb.Method_MKNOD, "mknod", &pb.CreateRequest{Parent: uint64(parent), Name: name, Mode: mode, Rdev: rdev})
+}
+
+// MkdirAtMasked is MkdirAt with the creator's umask, which the service
+// applies unless parent has a default ACL (which masks perm instead), as
+// Linux does for a file system with POSIX ACLs.
+func (c *Client) MkdirAtMasked(ctx context.Context, parent Ino, name string, perm, umask uint32) (*FileInfo, error) {
+	return c.createAt(ctx, pb.Method_MKDIR, "mkdir", &pb.CreateRequest{Parent: uint64(parent), Name: name, Mode: perm, Umask: umask})
+}
+
+// MknodAtMasked is MknodAt with the creator's umask, with MkdirAtMasked's
+// rule.
+func (c *Client) MknodAtMasked(ctx context.Context, parent Ino, name string, mode, rdev, umask uint32) (*FileInfo, error) {
+	return c.createAt(ctx, pb.Method_MKNOD, "mknod", &pb.CreateRequest{Parent: uint64(parent), Name: name, Mode: mode, Rdev: rdev, Umask: umask})
 }
 
 // SymlinkAt creates symlink name in parent pointing at target.

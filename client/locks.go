@@ -10,6 +10,8 @@ import (
 	"time"
 
 	pb "github.com/canopyfs/canopy/api/metapb"
+	"github.com/canopyfs/canopy/internal/locks"
+	"github.com/canopyfs/canopy/internal/protocol"
 )
 
 // File locks, kept by the metadata service per client (see docs/fuse.md):
@@ -18,8 +20,12 @@ import (
 // passes the kernel's lock owner), so two owners of one client conflict
 // like two processes. The service releases a client's locks when its
 // connections close, or when it has not heard from the client for its
-// lock timeout: while it holds locks, the client sends a heartbeat a few
-// times per timeout.
+// lock timeout: once it has taken a lock or opened a file in a partition,
+// the client sends that partition a heartbeat a few times per timeout,
+// through whichever server or router it is connected to at the time. The
+// heartbeats renew its session's lease too: a partition ends the session
+// (closing the client's files) of a client behind a router that it has not
+// heard from for a timeout, as when the router died with the client.
 
 // LockType is a lock's type, as Linux numbers them.
 type LockType uint32
@@ -37,9 +43,9 @@ const LockEOF = math.MaxInt64
 
 // Lock is a byte-range lock: bytes Start to End, inclusive.
 type Lock struct {
-	Type       LockType
-	Start, End uint64
-	Pid        uint32 // the locking process, as GetLk reports it to others
+	Type       LockType // ReadLock, WriteLock or Unlock
+	Start, End uint64   // first and last byte; End LockEOF: to the end, however long the file grows
+	Pid        uint32   // the locking process, as GetLk reports it to others
 }
 
 // lockWaitSlice is how long one SETLKW call may wait in the service
@@ -47,10 +53,26 @@ type Lock struct {
 const lockWaitSlice = 2 * time.Second
 
 // lockState is what the clients sharing one connection know about their
-// locks: where to send heartbeats. Guarded by mu; the heartbeat goroutine
-// runs from the first lock taken until Close.
+// locks: where to send heartbeats, and the locks they hold (mine). Guarded
+// by mu; the heartbeat goroutine runs from the first lock taken until
+// Close.
+//
+// mine mirrors the locks the service granted, by the same rules (it is a
+// lock table of its own, with this client as its one client): a
+// replicated partition's lock table is its leader's, not replicated
+// state, so after a failover the new leader knows none of them. A
+// heartbeat's answer tells how many the partition knows this client
+// holds; when that is fewer than mine holds there, the client takes them
+// again (SETLK), and a lock someone else took meanwhile is reported lost
+// (OnLocksLost).
 type lockState struct {
 	tokens atomic.Uint64
+	mine   *locks.Table // any goroutine may use it
+	// changing counts the lock calls in flight, and changes every call
+	// begun: a heartbeat's count is compared with mine only when no call
+	// was in flight around it, so a lock change that the service made and
+	// mine does not show yet is not taken for a loss.
+	changing, changes atomic.Int64
 
 	mu       sync.Mutex
 	parts    map[uint16]Ino // a locked inode per partition: heartbeats go there
@@ -63,7 +85,8 @@ type lockState struct {
 }
 
 func newLockState(onLost func(Ino)) *lockState {
-	return &lockState{parts: make(map[uint16]Ino), interval: time.Second, // until the service tells its timeout
+	return &lockState{mine: locks.New(time.Duration(math.MaxInt64), nil),
+		parts: make(map[uint16]Ino), interval: time.Second, // until the service tells its timeout
 		stop: make(chan struct{}), done: make(chan struct{}), onLost: onLost}
 }
 
@@ -110,9 +133,11 @@ func lockRequest(ino Ino, owner uint64, lk Lock, flock bool) *pb.LockRequest {
 }
 
 func (c *Client) setLock(ctx context.Context, m pb.Method, ino Ino, req *pb.LockRequest, op string) error {
+	defer c.locks.change()()
 	if err := c.call(ctx, m, req, nil, op, inoName(ino)); err != nil {
 		return err
 	}
+	c.locks.granted(req)
 	if LockType(req.Type) != Unlock {
 		c.locks.held(c, ino)
 	}
@@ -151,6 +176,10 @@ func (c *Client) setLockWait(ctx context.Context, ino Ino, req *pb.LockRequest, 
 		if errors.Is(err, syscall.EAGAIN) {
 			continue // the wait slice ended: ask again
 		}
+		if err == nil {
+			c.locks.granted(req)
+			c.locks.changes.Add(1) // a wait may last long: counted once it ended, not while in flight
+		}
 		if err == nil && LockType(req.Type) != Unlock {
 			c.locks.held(c, ino)
 		}
@@ -163,12 +192,13 @@ func cloneLockRequest(r *pb.LockRequest) *pb.LockRequest {
 		Flock: r.Flock, WaitMs: r.WaitMs, Token: r.Token}
 }
 
-// held notes that c holds a lock on ino, so that heartbeats reach ino's
-// partition, and starts the heartbeats if they have not started.
+// held notes that c holds a lock on ino or has it open, so that
+// heartbeats reach ino's partition, and starts the heartbeats if they
+// have not started.
 func (s *lockState) held(c *Client, ino Ino) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	part := uint16(ino >> 48)
+	part := protocol.PartitionOf(uint64(ino))
 	if _, ok := s.parts[part]; !ok {
 		s.parts[part] = ino
 	}
@@ -201,12 +231,21 @@ func (s *lockState) heartbeats(c *Client) {
 		case <-time.After(interval):
 		}
 		for _, ino := range targets {
+			before := s.changes.Load()
+			quiet := s.changing.Load() == 0
 			r, err := c.Heartbeat(context.Background(), ino)
 			if err != nil {
 				continue // the next one may get through; the timeout is several intervals
 			}
-			if r.LocksLost && s.onLost != nil {
-				s.onLost(ino)
+			quiet = quiet && s.changing.Load() == 0 && s.changes.Load() == before
+			switch part := ino.Partition(); {
+			case r.LocksLost:
+				s.forget(part)
+				if s.onLost != nil {
+					s.onLost(ino)
+				}
+			case quiet && r.Locks < len(s.mineIn(part)):
+				s.reclaim(c, part)
 			}
 			if r.Timeout > 0 {
 				s.mu.Lock()
@@ -247,4 +286,95 @@ func (c *Client) Heartbeat(ctx context.Context, ino Ino) (HeartbeatInfo, error) 
 		return HeartbeatInfo{}, err
 	}
 	return HeartbeatInfo{Timeout: time.Duration(r.TimeoutMs) * time.Millisecond, LocksLost: r.LocksLost, Locks: int(r.Locks)}, nil
+}
+
+// change counts a lock call begun; the function it returns counts it
+// ended.
+func (s *lockState) change() func() {
+	s.changes.Add(1)
+	s.changing.Add(1)
+	return func() { s.changing.Add(-1) }
+}
+
+// granted notes in mine a lock change the service granted.
+func (s *lockState) granted(r *pb.LockRequest) {
+	_ = s.mine.Set(mineRequest(r)) // the service's rules: what it granted is granted here
+}
+
+func mineRequest(r *pb.LockRequest) locks.Request {
+	return locks.Request{Ino: r.Ino, Owner: locks.Owner{ID: r.Owner}, Type: r.Type, Start: r.Start, End: r.End,
+		Pid: r.Pid, Flock: r.Flock}
+}
+
+// stillMine reports whether mine still holds all of l, once the lock calls
+// in flight have ended (waiting at most a few seconds for them).
+func (s *lockState) stillMine(l locks.Request) bool {
+	for deadline := time.Now().Add(5 * time.Second); s.changing.Load() != 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	for _, m := range s.mine.Locks(locks.ClientID{}) {
+		if m.Ino == l.Ino && m.Owner == l.Owner && m.Flock == l.Flock && m.Type == l.Type && m.Start <= l.Start && m.End >= l.End {
+			return true
+		}
+	}
+	return false
+}
+
+// mineIn returns the locks mine holds in partition part.
+func (s *lockState) mineIn(part uint16) []locks.Request {
+	var out []locks.Request
+	for _, l := range s.mine.Locks(locks.ClientID{}) {
+		if protocol.PartitionOf(l.Ino) == part {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// forget drops from mine the locks of partition part, which the service
+// no longer holds for this client.
+func (s *lockState) forget(part uint16) {
+	for _, l := range s.mineIn(part) {
+		l.Type = uint32(Unlock)
+		_ = s.mine.Set(l)
+	}
+}
+
+// reclaim takes again, on the heartbeat goroutine, the locks mine holds in
+// partition part, which the partition no longer knows (a replicated
+// partition's new leader). A lock another client took in the meantime is
+// lost: dropped from mine and reported.
+//
+// A lock call of the caller's that runs while a lock is taken again may
+// have released it: the lock is then released again, so that a retake
+// never brings back a lock the caller let go.
+func (s *lockState) reclaim(c *Client, part uint16) {
+	for _, l := range s.mineIn(part) {
+		before := s.changes.Load()
+		req := &pb.LockRequest{Ino: l.Ino, Owner: l.Owner.ID, Type: l.Type, Start: l.Start, End: l.End, Pid: l.Pid, Flock: l.Flock}
+		err := c.call(context.Background(), pb.Method_SETLK, req, nil, "reclaim lock", inoName(Ino(l.Ino)))
+		if err == nil {
+			if s.changes.Load() != before && !s.stillMine(l) {
+				// Release the range, then take again what mine holds of it now.
+				undo := cloneLockRequest(req)
+				undo.Type = uint32(Unlock)
+				_ = c.call(context.Background(), pb.Method_SETLK, undo, nil, "reclaim lock", inoName(Ino(l.Ino)))
+				for _, m := range s.mine.Locks(locks.ClientID{}) {
+					if m.Ino == l.Ino && m.Owner == l.Owner && m.Flock == l.Flock && m.Start <= l.End && m.End >= l.Start {
+						again := &pb.LockRequest{Ino: m.Ino, Owner: m.Owner.ID, Type: m.Type, Start: m.Start, End: m.End, Pid: m.Pid, Flock: m.Flock}
+						_ = c.call(context.Background(), pb.Method_SETLK, again, nil, "reclaim lock", inoName(Ino(m.Ino)))
+					}
+				}
+			}
+			continue
+		}
+		if !errors.Is(err, syscall.EAGAIN) {
+			continue // to be tried at the next heartbeat
+		}
+		l.Type = uint32(Unlock)
+		_ = s.mine.Set(l)
+		if s.onLost != nil {
+			s.onLost(Ino(l.Ino))
+		}
+	}
 }

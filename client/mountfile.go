@@ -10,17 +10,19 @@ import (
 // asks for the size a file will have once its buffered writes land.
 
 // OpenFileIno opens regular file ino with open(2) flags (O_RDONLY,
-// O_WRONLY or O_RDWR; O_TRUNC empties it; O_APPEND makes Write append).
+// O_WRONLY or O_RDWR; O_TRUNC empties it; O_APPEND makes Write append;
+// O_CREATE says the caller has just created it, so that its owner may
+// open it whatever its mode, as open(2) with O_CREAT).
 // The service checks the caller's access (OPEN) and keeps the file's data
 // until Close even if its last link is removed. ctx serves all the file's
 // calls.
 func (c *Client) OpenFileIno(ctx context.Context, ino Ino, flag int) (*File, error) {
 	name := inoName(ino)
-	vol, err := c.DataVolume(ctx)
+	vol, err := c.dataVolume(ctx)
 	if err != nil {
 		return nil, &pathError{Op: "open", Path: name, Err: err}
 	}
-	fi, err := c.OpenIno(ctx, ino, uint32(flag&(os.O_WRONLY|os.O_RDWR|os.O_TRUNC)))
+	fi, err := c.OpenIno(ctx, ino, uint32(flag&(os.O_WRONLY|os.O_RDWR|os.O_TRUNC|os.O_CREATE)))
 	if err != nil {
 		return nil, err
 	}
@@ -41,9 +43,9 @@ func (c *Client) OpenFileIno(ctx context.Context, ino Ino, flag int) (*File, err
 		}
 	}
 	f := &File{c: c, ctx: ctx, name: name, ino: ino, flag: flag}
-	f.r = vol.NewReader(c, uint64(ino))
+	f.r = vol.NewReader((*dataPath)(c), uint64(ino))
 	if flag&(os.O_WRONLY|os.O_RDWR) != 0 {
-		f.w = vol.NewWriter(c, uint64(ino), uint64(fi.Size()))
+		f.w = vol.NewWriter((*dataPath)(c), uint64(ino), uint64(fi.Size()))
 	}
 	return f, nil
 }

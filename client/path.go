@@ -274,9 +274,9 @@ func (c *Client) setattr(ctx context.Context, op string, req *pb.SetattrRequest)
 
 // Statfs is the file system's capacity and use.
 type Statfs struct {
-	TotalBytes, UsedBytes   uint64
-	TotalInodes, UsedInodes uint64
-	BlockSize, MaxName      uint32
+	TotalBytes, UsedBytes   uint64 // capacity and use, in bytes
+	TotalInodes, UsedInodes uint64 // capacity and use, in nodes
+	BlockSize, MaxName      uint32 // preferred I/O size; longest name
 }
 
 // Statfs returns the capacity and use of the file system holding p.
@@ -290,7 +290,7 @@ func (c *Client) Statfs(ctx context.Context, p string) (Statfs, error) {
 
 // Summary is a recursive content summary, like `hadoop fs -count`.
 type Summary struct {
-	Dirs, Files, Bytes uint64
+	Dirs, Files, Bytes uint64 // directories, other nodes, and bytes of regular files
 }
 
 // Summary counts the directories, files and bytes below p (p included).

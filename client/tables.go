@@ -16,25 +16,25 @@ import (
 // MountEntry mounts the subtree at Prefix from the path Target inside
 // virtual partition VPart. ReadOnly refuses changes below Prefix.
 type MountEntry struct {
-	Prefix   string `json:"prefix"`
-	VPart    uint16 `json:"vpart"`
-	Target   string `json:"target"`
-	ReadOnly bool   `json:"read_only"`
+	Prefix   string `json:"prefix"`    // absolute path in the namespace the clients see
+	VPart    uint16 `json:"vpart"`     // the virtual partition that holds the subtree
+	Target   string `json:"target"`    // absolute path of the subtree inside VPart
+	ReadOnly bool   `json:"read_only"` // refuse changes below Prefix
 }
 
 // Route names the metadata servers (one per replica) serving a virtual
 // partition.
 type Route struct {
-	VPart uint16   `json:"vpart"`
-	Addrs []string `json:"addrs"`
+	VPart uint16   `json:"vpart"` // the virtual partition
+	Addrs []string `json:"addrs"` // its servers' addresses, one per replica
 }
 
 // Tables are both tables at one version. Every change to either increments
 // Version.
 type Tables struct {
-	Version uint64       `json:"version"`
-	Mounts  []MountEntry `json:"mounts"` // sorted by prefix
-	Routes  []Route      `json:"routes"` // sorted by virtual partition
+	Version uint64       `json:"version"` // incremented by every change
+	Mounts  []MountEntry `json:"mounts"`  // sorted by prefix
+	Routes  []Route      `json:"routes"`  // sorted by virtual partition
 }
 
 // Route returns the addresses serving vp, or nil if it has no route.
@@ -54,10 +54,10 @@ func (t *Tables) Route(vp uint16) []string {
 // are at that version, so that a read-modify-write does not overwrite a
 // change made meanwhile. Only the superuser may update the tables.
 type TablesUpdate struct {
-	ExpectedVersion uint64
-	RemoveMounts    []string
-	SetMounts       []MountEntry
-	SetRoutes       []Route
+	ExpectedVersion uint64       // 0, or the version the update applies to
+	RemoveMounts    []string     // prefixes of mounts to remove
+	SetMounts       []MountEntry // mounts to add or replace
+	SetRoutes       []Route      // routes to set (no addresses: remove)
 }
 
 // Tables returns the current tables.

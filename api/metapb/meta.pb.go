@@ -87,89 +87,210 @@ const (
 	// partition; see docs/router.md.
 	Method_TABLES_GET    Method = 40 // TablesRequest -> TablesReply (long-polls with wait_ms)
 	Method_TABLES_UPDATE Method = 41 // TablesUpdate -> TablesReply (mutation)
+	// Operations (60-79): dumps, status and backups; see docs/operations.md.
+	Method_DUMP     Method = 60 // DumpRequest -> DumpReply: the partition's state as of one log position, in pages
+	Method_STATUS   Method = 61 // StatusRequest -> StatusReply: the partition's figures and its clients
+	Method_ANNOUNCE Method = 62 // AnnounceRequest -> Empty: a client says who it is, for STATUS
+	// Credentials (80-89): who may do what, kept in the root partition next
+	// to the federation tables; see docs/security.md. Only an admin
+	// credential (or a connection with no credential, where the server
+	// requires none) may call them.
+	Method_AUTH_ADD    Method = 80 // AuthAddRequest -> CredentialReply (mutation)
+	Method_AUTH_LIST   Method = 81 // AuthNameRequest (name empty: all) -> AuthListReply
+	Method_AUTH_REMOVE Method = 82 // AuthNameRequest -> Empty (mutation)
+	Method_AUTH_ROTATE Method = 83 // AuthRotateRequest -> CredentialReply (mutation): the token changes
+	// Sessions through routers (84-89): see docs/security.md.
+	Method_SESSION_END Method = 84 // Empty -> Empty: a router ends, in this partition, the session of the client its call is forwarded for (the client's last connection to the router closed)
+	// Credentials in every partition: routers copy the root partition's to the others.
+	Method_AUTH_TABLE  Method = 85 // AuthNameRequest -> AuthTableReply: every credential with its token hash (root partition; router and admin credentials only)
+	Method_AUTH_SYNC   Method = 86 // AuthSyncRequest -> Empty (mutation): a router gives a partition other than the root its copy of the credentials
+	Method_AUTH_WHOAMI Method = 87 // Empty -> CredentialReply: the caller's own credential, without its hash (ENOENT for a connection bound to none)
+	// Sharing data between files (90-): see docs/data.md.
+	Method_CONCAT Method = 90 // ConcatRequest -> AttrReply (mutation): append other files' data by sharing their slices
+	// Durability (91-99): see docs/server.md, "Durability modes".
+	Method_SYNC Method = 91 // NodeRequest (any node of the partition) -> Empty: once the partition's log is durable up to every change answered before this call arrived
+	// Replication. Answered by the server that receives it, leader or not
+	// (a router answers it for itself: ENOSYS).
+	Method_GROUP_STATUS   Method = 48 // GroupRequest -> GroupReply: this replica's view of its Raft group
+	Method_GROUP_TRANSFER Method = 49 // GroupTransferRequest -> Empty: the leader hands leadership over (NOT_LEADER elsewhere)
+	// Membership (50-54), at the leader (NOT_LEADER elsewhere).
+	Method_GROUP_ADD    Method = 50 // GroupAddRequest -> GroupReply: add a replica as a learner, then make it a voter once caught up
+	Method_GROUP_REMOVE Method = 51 // GroupRemoveRequest -> GroupReply: remove a replica from the group
+	// Directory quotas (100-119): limits on the nodes and bytes below a
+	// directory, kept in the partition that owns it; see docs/engine.md.
+	Method_QUOTA_SET    Method = 100 // QuotaSetRequest -> QuotaReply (mutation): set or change a directory's limits
+	Method_QUOTA_GET    Method = 101 // NodeRequest (the directory) -> QuotaReply
+	Method_QUOTA_LIST   Method = 102 // NodeRequest (any node of the partition) -> QuotaListReply
+	Method_QUOTA_REMOVE Method = 103 // NodeRequest (the directory) -> Empty (mutation)
+	Method_QUOTA_CHECK  Method = 104 // NodeRequest (any node of the partition) -> QuotaCheckReply: usage against a full count
+	Method_QUOTA_REPAIR Method = 105 // NodeRequest (any node of the partition) -> QuotaCheckReply (mutation): usage set to a full count
+	// The trash (106-111): what removals keep for --trash-days, in each
+	// partition's /.trash; see docs/engine.md.
+	Method_TRASH_LIST    Method = 106 // NodeRequest (any node of the partition) -> TrashListReply
+	Method_TRASH_RESTORE Method = 107 // TrashRestoreRequest -> TrashRestoreReply (mutation): an entry or a whole hour back where it was
+	Method_TRASH_PURGE   Method = 108 // TrashPurgeRequest -> TrashPurgeReply (mutation): free the hours older than a time, or all
+	// Rename across partitions (120-129): the two-phase protocol a router
+	// runs between the partition of the source entry (the coordinator of
+	// record) and the partition of the target entry; see docs/rebalance.md.
+	Method_XRENAME_PREPARE_SRC Method = 120 // XPrepareRequest -> XPrepareReply (mutation): check the source entry, log the intent
+	Method_XRENAME_PREPARE_DST Method = 121 // XPrepareRequest -> XPrepareReply (mutation): check and reserve the target entry, log the intent
+	Method_XRENAME_COMMIT_SRC  Method = 122 // XIntentRequest -> XPrepareReply (mutation): the decision: the source node leaves (its image is the reply)
+	Method_XRENAME_COMMIT_DST  Method = 123 // XIntentRequest (image) -> Empty (mutation): the source node arrives at the target entry
+	Method_XRENAME_ABORT       Method = 124 // XIntentRequest -> Empty (mutation): drop a prepared intent (EBUSY for a committed one)
+	Method_XRENAME_FORGET      Method = 125 // XIntentRequest -> Empty (mutation): drop the source's committed intent once the target has it
+	Method_XRENAME_STATE       Method = 126 // XIntentRequest -> XIntentReply: what this partition holds of one intent
+	Method_XRENAME_LIST        Method = 127 // XIntentRequest (id empty) -> XIntentListReply: every intent this partition holds
 )
 
 // Enum value maps for Method.
 var (
 	Method_name = map[int32]string{
-		0:  "METHOD_UNSPECIFIED",
-		1:  "NULL",
-		2:  "LOOKUP",
-		3:  "GETATTR",
-		4:  "SETATTR",
-		5:  "MKDIR",
-		6:  "MKNOD",
-		7:  "UNLINK",
-		8:  "RMDIR",
-		9:  "RENAME",
-		10: "LINK",
-		11: "SYMLINK",
-		12: "READLINK",
-		13: "READDIR",
-		14: "RESOLVE",
-		15: "STATFS",
-		16: "SUMMARY",
-		17: "GETXATTR",
-		18: "SETXATTR",
-		19: "LISTXATTR",
-		20: "REMOVEXATTR",
-		21: "VOLUME",
-		22: "ALLOC_SLICES",
-		23: "COMMIT",
-		24: "READ_CHUNKS",
-		25: "OPEN",
-		26: "CLOSE",
-		27: "COMPACT",
-		28: "LIST_GARBAGE",
-		29: "PURGE",
-		30: "LIST_SLICES",
-		31: "GETLK",
-		32: "SETLK",
-		33: "SETLKW",
-		34: "LOCK_CANCEL",
-		35: "HEARTBEAT",
-		40: "TABLES_GET",
-		41: "TABLES_UPDATE",
+		0:   "METHOD_UNSPECIFIED",
+		1:   "NULL",
+		2:   "LOOKUP",
+		3:   "GETATTR",
+		4:   "SETATTR",
+		5:   "MKDIR",
+		6:   "MKNOD",
+		7:   "UNLINK",
+		8:   "RMDIR",
+		9:   "RENAME",
+		10:  "LINK",
+		11:  "SYMLINK",
+		12:  "READLINK",
+		13:  "READDIR",
+		14:  "RESOLVE",
+		15:  "STATFS",
+		16:  "SUMMARY",
+		17:  "GETXATTR",
+		18:  "SETXATTR",
+		19:  "LISTXATTR",
+		20:  "REMOVEXATTR",
+		21:  "VOLUME",
+		22:  "ALLOC_SLICES",
+		23:  "COMMIT",
+		24:  "READ_CHUNKS",
+		25:  "OPEN",
+		26:  "CLOSE",
+		27:  "COMPACT",
+		28:  "LIST_GARBAGE",
+		29:  "PURGE",
+		30:  "LIST_SLICES",
+		31:  "GETLK",
+		32:  "SETLK",
+		33:  "SETLKW",
+		34:  "LOCK_CANCEL",
+		35:  "HEARTBEAT",
+		40:  "TABLES_GET",
+		41:  "TABLES_UPDATE",
+		60:  "DUMP",
+		61:  "STATUS",
+		62:  "ANNOUNCE",
+		80:  "AUTH_ADD",
+		81:  "AUTH_LIST",
+		82:  "AUTH_REMOVE",
+		83:  "AUTH_ROTATE",
+		84:  "SESSION_END",
+		85:  "AUTH_TABLE",
+		86:  "AUTH_SYNC",
+		87:  "AUTH_WHOAMI",
+		90:  "CONCAT",
+		91:  "SYNC",
+		48:  "GROUP_STATUS",
+		49:  "GROUP_TRANSFER",
+		50:  "GROUP_ADD",
+		51:  "GROUP_REMOVE",
+		100: "QUOTA_SET",
+		101: "QUOTA_GET",
+		102: "QUOTA_LIST",
+		103: "QUOTA_REMOVE",
+		104: "QUOTA_CHECK",
+		105: "QUOTA_REPAIR",
+		106: "TRASH_LIST",
+		107: "TRASH_RESTORE",
+		108: "TRASH_PURGE",
+		120: "XRENAME_PREPARE_SRC",
+		121: "XRENAME_PREPARE_DST",
+		122: "XRENAME_COMMIT_SRC",
+		123: "XRENAME_COMMIT_DST",
+		124: "XRENAME_ABORT",
+		125: "XRENAME_FORGET",
+		126: "XRENAME_STATE",
+		127: "XRENAME_LIST",
 	}
 	Method_value = map[string]int32{
-		"METHOD_UNSPECIFIED": 0,
-		"NULL":               1,
-		"LOOKUP":             2,
-		"GETATTR":            3,
-		"SETATTR":            4,
-		"MKDIR":              5,
-		"MKNOD":              6,
-		"UNLINK":             7,
-		"RMDIR":              8,
-		"RENAME":             9,
-		"LINK":               10,
-		"SYMLINK":            11,
-		"READLINK":           12,
-		"READDIR":            13,
-		"RESOLVE":            14,
-		"STATFS":             15,
-		"SUMMARY":            16,
-		"GETXATTR":           17,
-		"SETXATTR":           18,
-		"LISTXATTR":          19,
-		"REMOVEXATTR":        20,
-		"VOLUME":             21,
-		"ALLOC_SLICES":       22,
-		"COMMIT":             23,
-		"READ_CHUNKS":        24,
-		"OPEN":               25,
-		"CLOSE":              26,
-		"COMPACT":            27,
-		"LIST_GARBAGE":       28,
-		"PURGE":              29,
-		"LIST_SLICES":        30,
-		"GETLK":              31,
-		"SETLK":              32,
-		"SETLKW":             33,
-		"LOCK_CANCEL":        34,
-		"HEARTBEAT":          35,
-		"TABLES_GET":         40,
-		"TABLES_UPDATE":      41,
+		"METHOD_UNSPECIFIED":  0,
+		"NULL":                1,
+		"LOOKUP":              2,
+		"GETATTR":             3,
+		"SETATTR":             4,
+		"MKDIR":               5,
+		"MKNOD":               6,
+		"UNLINK":              7,
+		"RMDIR":               8,
+		"RENAME":              9,
+		"LINK":                10,
+		"SYMLINK":             11,
+		"READLINK":            12,
+		"READDIR":             13,
+		"RESOLVE":             14,
+		"STATFS":              15,
+		"SUMMARY":             16,
+		"GETXATTR":            17,
+		"SETXATTR":            18,
+		"LISTXATTR":           19,
+		"REMOVEXATTR":         20,
+		"VOLUME":              21,
+		"ALLOC_SLICES":        22,
+		"COMMIT":              23,
+		"READ_CHUNKS":         24,
+		"OPEN":                25,
+		"CLOSE":               26,
+		"COMPACT":             27,
+		"LIST_GARBAGE":        28,
+		"PURGE":               29,
+		"LIST_SLICES":         30,
+		"GETLK":               31,
+		"SETLK":               32,
+		"SETLKW":              33,
+		"LOCK_CANCEL":         34,
+		"HEARTBEAT":           35,
+		"TABLES_GET":          40,
+		"TABLES_UPDATE":       41,
+		"DUMP":                60,
+		"STATUS":              61,
+		"ANNOUNCE":            62,
+		"AUTH_ADD":            80,
+		"AUTH_LIST":           81,
+		"AUTH_REMOVE":         82,
+		"AUTH_ROTATE":         83,
+		"SESSION_END":         84,
+		"AUTH_TABLE":          85,
+		"AUTH_SYNC":           86,
+		"AUTH_WHOAMI":         87,
+		"CONCAT":              90,
+		"SYNC":                91,
+		"GROUP_STATUS":        48,
+		"GROUP_TRANSFER":      49,
+		"GROUP_ADD":           50,
+		"GROUP_REMOVE":        51,
+		"QUOTA_SET":           100,
+		"QUOTA_GET":           101,
+		"QUOTA_LIST":          102,
+		"QUOTA_REMOVE":        103,
+		"QUOTA_CHECK":         104,
+		"QUOTA_REPAIR":        105,
+		"TRASH_LIST":          106,
+		"TRASH_RESTORE":       107,
+		"TRASH_PURGE":         108,
+		"XRENAME_PREPARE_SRC": 120,
+		"XRENAME_PREPARE_DST": 121,
+		"XRENAME_COMMIT_SRC":  122,
+		"XRENAME_COMMIT_DST":  123,
+		"XRENAME_ABORT":       124,
+		"XRENAME_FORGET":      125,
+		"XRENAME_STATE":       126,
+		"XRENAME_LIST":        127,
 	}
 )
 
@@ -213,6 +334,10 @@ const (
 	SetattrMask_SETATTR_MTIME     SetattrMask = 32
 	SetattrMask_SETATTR_ATIME_NOW SetattrMask = 64
 	SetattrMask_SETATTR_MTIME_NOW SetattrMask = 128
+	// With SETATTR_SIZE: the size is set through a descriptor open for
+	// writing (ftruncate), whose open checked write permission; the size
+	// change checks none.
+	SetattrMask_SETATTR_OPEN_FILE SetattrMask = 256
 )
 
 // Enum value maps for SetattrMask.
@@ -227,6 +352,7 @@ var (
 		32:  "SETATTR_MTIME",
 		64:  "SETATTR_ATIME_NOW",
 		128: "SETATTR_MTIME_NOW",
+		256: "SETATTR_OPEN_FILE",
 	}
 	SetattrMask_value = map[string]int32{
 		"SETATTR_NONE":      0,
@@ -238,6 +364,7 @@ var (
 		"SETATTR_MTIME":     32,
 		"SETATTR_ATIME_NOW": 64,
 		"SETATTR_MTIME_NOW": 128,
+		"SETATTR_OPEN_FILE": 256,
 	}
 )
 
@@ -365,6 +492,57 @@ func (x XattrFlag) Number() protoreflect.EnumNumber {
 // Deprecated: Use XattrFlag.Descriptor instead.
 func (XattrFlag) EnumDescriptor() ([]byte, []int) {
 	return file_meta_proto_rawDescGZIP(), []int{3}
+}
+
+// SessionEnd is a record that closes every file some sessions have open,
+// which frees those that lost their last link meanwhile.
+type SessionEnd int32
+
+const (
+	SessionEnd_SESSION_END_NONE   SessionEnd = 0
+	SessionEnd_SESSION_END_CLIENT SessionEnd = 1 // the client of client_id is gone (its last connection closed)
+	SessionEnd_SESSION_END_ALL    SessionEnd = 2 // the server restarted: every session before it ends, every orphan is freed
+)
+
+// Enum value maps for SessionEnd.
+var (
+	SessionEnd_name = map[int32]string{
+		0: "SESSION_END_NONE",
+		1: "SESSION_END_CLIENT",
+		2: "SESSION_END_ALL",
+	}
+	SessionEnd_value = map[string]int32{
+		"SESSION_END_NONE":   0,
+		"SESSION_END_CLIENT": 1,
+		"SESSION_END_ALL":    2,
+	}
+)
+
+func (x SessionEnd) Enum() *SessionEnd {
+	p := new(SessionEnd)
+	*p = x
+	return p
+}
+
+func (x SessionEnd) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SessionEnd) Descriptor() protoreflect.EnumDescriptor {
+	return file_meta_proto_enumTypes[4].Descriptor()
+}
+
+func (SessionEnd) Type() protoreflect.EnumType {
+	return &file_meta_proto_enumTypes[4]
+}
+
+func (x SessionEnd) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SessionEnd.Descriptor instead.
+func (SessionEnd) EnumDescriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{4}
 }
 
 // Attr is a node's attributes, as in Linux struct stat.
@@ -785,13 +963,17 @@ func (x *EntryRequest) GetName() string {
 }
 
 type CreateRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Parent        uint64                 `protobuf:"varint,1,opt,name=parent,proto3" json:"parent,omitempty"`
-	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
-	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
-	Mode          uint32                 `protobuf:"varint,7,opt,name=mode,proto3" json:"mode,omitempty"` // type bits (MKNOD; MKDIR implies S_IFDIR) and permission bits, umask applied
-	Rdev          uint32                 `protobuf:"varint,8,opt,name=rdev,proto3" json:"rdev,omitempty"`
-	Target        string                 `protobuf:"bytes,9,opt,name=target,proto3" json:"target,omitempty"` // SYMLINK only
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Parent uint64                 `protobuf:"varint,1,opt,name=parent,proto3" json:"parent,omitempty"`
+	Path   string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Name   string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Mode   uint32                 `protobuf:"varint,7,opt,name=mode,proto3" json:"mode,omitempty"` // type bits (MKNOD; MKDIR implies S_IFDIR) and permission bits
+	Rdev   uint32                 `protobuf:"varint,8,opt,name=rdev,proto3" json:"rdev,omitempty"`
+	Target string                 `protobuf:"bytes,9,opt,name=target,proto3" json:"target,omitempty"` // SYMLINK only
+	// The creator's umask, which the service applies to mode unless the
+	// parent has a default ACL (whose entries mask the mode instead). A
+	// caller that applied its umask already leaves it 0.
+	Umask         uint32 `protobuf:"varint,10,opt,name=umask,proto3" json:"umask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -866,6 +1048,13 @@ func (x *CreateRequest) GetTarget() string {
 		return x.Target
 	}
 	return ""
+}
+
+func (x *CreateRequest) GetUmask() uint32 {
+	if x != nil {
+		return x.Umask
+	}
+	return 0
 }
 
 type SetattrRequest struct {
@@ -1444,6 +1633,8 @@ type StatfsReply struct {
 	UsedInodes    uint64                 `protobuf:"varint,4,opt,name=used_inodes,json=usedInodes,proto3" json:"used_inodes,omitempty"`
 	BlockSize     uint32                 `protobuf:"varint,5,opt,name=block_size,json=blockSize,proto3" json:"block_size,omitempty"`
 	MaxName       uint32                 `protobuf:"varint,6,opt,name=max_name,json=maxName,proto3" json:"max_name,omitempty"`
+	TrashFiles    uint64                 `protobuf:"varint,7,opt,name=trash_files,json=trashFiles,proto3" json:"trash_files,omitempty"` // of the used figures, what the partition's trash holds
+	TrashBytes    uint64                 `protobuf:"varint,8,opt,name=trash_bytes,json=trashBytes,proto3" json:"trash_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1516,6 +1707,20 @@ func (x *StatfsReply) GetBlockSize() uint32 {
 func (x *StatfsReply) GetMaxName() uint32 {
 	if x != nil {
 		return x.MaxName
+	}
+	return 0
+}
+
+func (x *StatfsReply) GetTrashFiles() uint64 {
+	if x != nil {
+		return x.TrashFiles
+	}
+	return 0
+}
+
+func (x *StatfsReply) GetTrashBytes() uint64 {
+	if x != nil {
+		return x.TrashBytes
 	}
 	return 0
 }
@@ -1745,23 +1950,26 @@ func (x *XattrListReply) GetNames() []string {
 	return nil
 }
 
-// LogRecord is one mutation as written to the transaction log. Replaying the
-// records in order on the checkpoint they follow rebuilds the namespace and
-// the retry cache exactly.
+// LogRecord is one change of a partition's state as written to the
+// transaction log: a mutation, an OPEN or CLOSE, or the end of sessions.
+// The state (namespace, retry cache, open files per client, clock) is a
+// function of the checkpoint and the records that follow it: replaying
+// them in order rebuilds it exactly (docs/server.md, "State machine").
 type LogRecord struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
-	TimeNs   int64                  `protobuf:"varint,1,opt,name=time_ns,json=timeNs,proto3" json:"time_ns,omitempty"`      // the engine clock when the mutation was applied
-	ClientId []byte                 `protobuf:"bytes,2,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"` // retry-cache key, with call_id
+	TimeNs   int64                  `protobuf:"varint,1,opt,name=time_ns,json=timeNs,proto3" json:"time_ns,omitempty"`      // the clock of the server that applied it first
+	ClientId []byte                 `protobuf:"bytes,2,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"` // retry-cache key, with call_id; the session a session end ends
 	CallId   uint64                 `protobuf:"varint,3,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
-	Method   uint32                 `protobuf:"varint,4,opt,name=method,proto3" json:"method,omitempty"`
+	Method   uint32                 `protobuf:"varint,4,opt,name=method,proto3" json:"method,omitempty"` // 0 for a session end
 	Uid      uint32                 `protobuf:"varint,5,opt,name=uid,proto3" json:"uid,omitempty"`
 	Gid      uint32                 `protobuf:"varint,6,opt,name=gid,proto3" json:"gid,omitempty"`
 	Groups   []uint32               `protobuf:"varint,7,rep,packed,name=groups,proto3" json:"groups,omitempty"`
 	Request  []byte                 `protobuf:"bytes,8,opt,name=request,proto3" json:"request,omitempty"` // the request message as received
-	// The mutation took the last link of a file that was open, which stays
-	// as an orphan until its last close (not logged): replay must keep it
-	// too, where it frees a file that lost its last link while closed.
-	KeptOpen      bool `protobuf:"varint,9,opt,name=kept_open,json=keptOpen,proto3" json:"kept_open,omitempty"`
+	// Written only by versions that did not log OPEN and CLOSE: the mutation
+	// took the last link of a file that was open, so replay keeps the file as
+	// an orphan until the next session end of every session (docs/data.md).
+	KeptOpen      bool       `protobuf:"varint,9,opt,name=kept_open,json=keptOpen,proto3" json:"kept_open,omitempty"`
+	SessionEnd    SessionEnd `protobuf:"varint,10,opt,name=session_end,json=sessionEnd,proto3,enum=canopy.meta.v1.SessionEnd" json:"session_end,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1857,6 +2065,13 @@ func (x *LogRecord) GetKeptOpen() bool {
 		return x.KeptOpen
 	}
 	return false
+}
+
+func (x *LogRecord) GetSessionEnd() SessionEnd {
+	if x != nil {
+		return x.SessionEnd
+	}
+	return SessionEnd_SESSION_END_NONE
 }
 
 type VolumeReply struct {
@@ -2226,6 +2441,62 @@ func (x *CommitRequest) GetMtimeNs() int64 {
 	return 0
 }
 
+// ConcatRequest appends the data of the regular files sources, in order,
+// to the end of the regular file ino, which comes to reference the slices
+// they store: no bytes are copied. Every file is of ino's partition.
+// EINVAL where the layout cannot be shared (the caller copies the bytes).
+type ConcatRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ino           uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
+	Sources       []uint64               `protobuf:"varint,7,rep,packed,name=sources,proto3" json:"sources,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConcatRequest) Reset() {
+	*x = ConcatRequest{}
+	mi := &file_meta_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConcatRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConcatRequest) ProtoMessage() {}
+
+func (x *ConcatRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConcatRequest.ProtoReflect.Descriptor instead.
+func (*ConcatRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ConcatRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *ConcatRequest) GetSources() []uint64 {
+	if x != nil {
+		return x.Sources
+	}
+	return nil
+}
+
 // ReadChunksRequest asks for the layout of count chunks from chunk (at
 // most 1024), stopping at the end of the file.
 type ReadChunksRequest struct {
@@ -2239,7 +2510,7 @@ type ReadChunksRequest struct {
 
 func (x *ReadChunksRequest) Reset() {
 	*x = ReadChunksRequest{}
-	mi := &file_meta_proto_msgTypes[28]
+	mi := &file_meta_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2251,7 +2522,7 @@ func (x *ReadChunksRequest) String() string {
 func (*ReadChunksRequest) ProtoMessage() {}
 
 func (x *ReadChunksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[28]
+	mi := &file_meta_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2264,7 +2535,7 @@ func (x *ReadChunksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadChunksRequest.ProtoReflect.Descriptor instead.
 func (*ReadChunksRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{28}
+	return file_meta_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReadChunksRequest) GetIno() uint64 {
@@ -2302,7 +2573,7 @@ type ChunkView struct {
 
 func (x *ChunkView) Reset() {
 	*x = ChunkView{}
-	mi := &file_meta_proto_msgTypes[29]
+	mi := &file_meta_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2314,7 +2585,7 @@ func (x *ChunkView) String() string {
 func (*ChunkView) ProtoMessage() {}
 
 func (x *ChunkView) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[29]
+	mi := &file_meta_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2327,7 +2598,7 @@ func (x *ChunkView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChunkView.ProtoReflect.Descriptor instead.
 func (*ChunkView) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{29}
+	return file_meta_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ChunkView) GetChunk() uint32 {
@@ -2361,7 +2632,7 @@ type ReadChunksReply struct {
 
 func (x *ReadChunksReply) Reset() {
 	*x = ReadChunksReply{}
-	mi := &file_meta_proto_msgTypes[30]
+	mi := &file_meta_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2373,7 +2644,7 @@ func (x *ReadChunksReply) String() string {
 func (*ReadChunksReply) ProtoMessage() {}
 
 func (x *ReadChunksReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[30]
+	mi := &file_meta_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2386,7 +2657,7 @@ func (x *ReadChunksReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadChunksReply.ProtoReflect.Descriptor instead.
 func (*ReadChunksReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{30}
+	return file_meta_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReadChunksReply) GetAttr() *Attr {
@@ -2417,7 +2688,7 @@ type OpenRequest struct {
 
 func (x *OpenRequest) Reset() {
 	*x = OpenRequest{}
-	mi := &file_meta_proto_msgTypes[31]
+	mi := &file_meta_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2429,7 +2700,7 @@ func (x *OpenRequest) String() string {
 func (*OpenRequest) ProtoMessage() {}
 
 func (x *OpenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[31]
+	mi := &file_meta_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2442,7 +2713,7 @@ func (x *OpenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenRequest.ProtoReflect.Descriptor instead.
 func (*OpenRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{31}
+	return file_meta_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *OpenRequest) GetIno() uint64 {
@@ -2483,7 +2754,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_meta_proto_msgTypes[32]
+	mi := &file_meta_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2495,7 +2766,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[32]
+	mi := &file_meta_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2508,7 +2779,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{32}
+	return file_meta_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CompactRequest) GetIno() uint64 {
@@ -2550,7 +2821,7 @@ type SliceRef struct {
 
 func (x *SliceRef) Reset() {
 	*x = SliceRef{}
-	mi := &file_meta_proto_msgTypes[33]
+	mi := &file_meta_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2562,7 +2833,7 @@ func (x *SliceRef) String() string {
 func (*SliceRef) ProtoMessage() {}
 
 func (x *SliceRef) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[33]
+	mi := &file_meta_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2575,7 +2846,7 @@ func (x *SliceRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SliceRef.ProtoReflect.Descriptor instead.
 func (*SliceRef) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{33}
+	return file_meta_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SliceRef) GetId() uint64 {
@@ -2612,7 +2883,7 @@ type ListSlicesRequest struct {
 
 func (x *ListSlicesRequest) Reset() {
 	*x = ListSlicesRequest{}
-	mi := &file_meta_proto_msgTypes[34]
+	mi := &file_meta_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2624,7 +2895,7 @@ func (x *ListSlicesRequest) String() string {
 func (*ListSlicesRequest) ProtoMessage() {}
 
 func (x *ListSlicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[34]
+	mi := &file_meta_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2637,7 +2908,7 @@ func (x *ListSlicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSlicesRequest.ProtoReflect.Descriptor instead.
 func (*ListSlicesRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{34}
+	return file_meta_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListSlicesRequest) GetIno() uint64 {
@@ -2679,7 +2950,7 @@ type ListSlicesReply struct {
 
 func (x *ListSlicesReply) Reset() {
 	*x = ListSlicesReply{}
-	mi := &file_meta_proto_msgTypes[35]
+	mi := &file_meta_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2691,7 +2962,7 @@ func (x *ListSlicesReply) String() string {
 func (*ListSlicesReply) ProtoMessage() {}
 
 func (x *ListSlicesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[35]
+	mi := &file_meta_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2704,7 +2975,7 @@ func (x *ListSlicesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSlicesReply.ProtoReflect.Descriptor instead.
 func (*ListSlicesReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{35}
+	return file_meta_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListSlicesReply) GetSlices() []*SliceRef {
@@ -2738,7 +3009,7 @@ type PurgeRequest struct {
 
 func (x *PurgeRequest) Reset() {
 	*x = PurgeRequest{}
-	mi := &file_meta_proto_msgTypes[36]
+	mi := &file_meta_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2750,7 +3021,7 @@ func (x *PurgeRequest) String() string {
 func (*PurgeRequest) ProtoMessage() {}
 
 func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[36]
+	mi := &file_meta_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2763,7 +3034,7 @@ func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeRequest.ProtoReflect.Descriptor instead.
 func (*PurgeRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{36}
+	return file_meta_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PurgeRequest) GetIno() uint64 {
@@ -2801,7 +3072,7 @@ type LockRequest struct {
 
 func (x *LockRequest) Reset() {
 	*x = LockRequest{}
-	mi := &file_meta_proto_msgTypes[37]
+	mi := &file_meta_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2813,7 +3084,7 @@ func (x *LockRequest) String() string {
 func (*LockRequest) ProtoMessage() {}
 
 func (x *LockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[37]
+	mi := &file_meta_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2826,7 +3097,7 @@ func (x *LockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockRequest.ProtoReflect.Descriptor instead.
 func (*LockRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{37}
+	return file_meta_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *LockRequest) GetIno() uint64 {
@@ -2905,7 +3176,7 @@ type LockReply struct {
 
 func (x *LockReply) Reset() {
 	*x = LockReply{}
-	mi := &file_meta_proto_msgTypes[38]
+	mi := &file_meta_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2917,7 +3188,7 @@ func (x *LockReply) String() string {
 func (*LockReply) ProtoMessage() {}
 
 func (x *LockReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[38]
+	mi := &file_meta_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2930,7 +3201,7 @@ func (x *LockReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockReply.ProtoReflect.Descriptor instead.
 func (*LockReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{38}
+	return file_meta_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *LockReply) GetType() uint32 {
@@ -2972,7 +3243,7 @@ type HeartbeatReply struct {
 
 func (x *HeartbeatReply) Reset() {
 	*x = HeartbeatReply{}
-	mi := &file_meta_proto_msgTypes[39]
+	mi := &file_meta_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2984,7 +3255,7 @@ func (x *HeartbeatReply) String() string {
 func (*HeartbeatReply) ProtoMessage() {}
 
 func (x *HeartbeatReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[39]
+	mi := &file_meta_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2997,7 +3268,7 @@ func (x *HeartbeatReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatReply.ProtoReflect.Descriptor instead.
 func (*HeartbeatReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{39}
+	return file_meta_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *HeartbeatReply) GetTimeoutMs() uint32 {
@@ -3035,7 +3306,7 @@ type MountEntry struct {
 
 func (x *MountEntry) Reset() {
 	*x = MountEntry{}
-	mi := &file_meta_proto_msgTypes[40]
+	mi := &file_meta_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3047,7 +3318,7 @@ func (x *MountEntry) String() string {
 func (*MountEntry) ProtoMessage() {}
 
 func (x *MountEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[40]
+	mi := &file_meta_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3060,7 +3331,7 @@ func (x *MountEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountEntry.ProtoReflect.Descriptor instead.
 func (*MountEntry) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{40}
+	return file_meta_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *MountEntry) GetPrefix() string {
@@ -3103,7 +3374,7 @@ type Route struct {
 
 func (x *Route) Reset() {
 	*x = Route{}
-	mi := &file_meta_proto_msgTypes[41]
+	mi := &file_meta_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3115,7 +3386,7 @@ func (x *Route) String() string {
 func (*Route) ProtoMessage() {}
 
 func (x *Route) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[41]
+	mi := &file_meta_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3128,7 +3399,7 @@ func (x *Route) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Route.ProtoReflect.Descriptor instead.
 func (*Route) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{41}
+	return file_meta_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Route) GetVpart() uint32 {
@@ -3159,7 +3430,7 @@ type TablesRequest struct {
 
 func (x *TablesRequest) Reset() {
 	*x = TablesRequest{}
-	mi := &file_meta_proto_msgTypes[42]
+	mi := &file_meta_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3171,7 +3442,7 @@ func (x *TablesRequest) String() string {
 func (*TablesRequest) ProtoMessage() {}
 
 func (x *TablesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[42]
+	mi := &file_meta_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3184,7 +3455,7 @@ func (x *TablesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TablesRequest.ProtoReflect.Descriptor instead.
 func (*TablesRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{42}
+	return file_meta_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *TablesRequest) GetIno() uint64 {
@@ -3221,7 +3492,7 @@ type TablesReply struct {
 
 func (x *TablesReply) Reset() {
 	*x = TablesReply{}
-	mi := &file_meta_proto_msgTypes[43]
+	mi := &file_meta_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3233,7 +3504,7 @@ func (x *TablesReply) String() string {
 func (*TablesReply) ProtoMessage() {}
 
 func (x *TablesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[43]
+	mi := &file_meta_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3246,7 +3517,7 @@ func (x *TablesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TablesReply.ProtoReflect.Descriptor instead.
 func (*TablesReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{43}
+	return file_meta_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *TablesReply) GetVersion() uint64 {
@@ -3285,7 +3556,7 @@ type TablesUpdate struct {
 
 func (x *TablesUpdate) Reset() {
 	*x = TablesUpdate{}
-	mi := &file_meta_proto_msgTypes[44]
+	mi := &file_meta_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3297,7 +3568,7 @@ func (x *TablesUpdate) String() string {
 func (*TablesUpdate) ProtoMessage() {}
 
 func (x *TablesUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[44]
+	mi := &file_meta_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3310,7 +3581,7 @@ func (x *TablesUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TablesUpdate.ProtoReflect.Descriptor instead.
 func (*TablesUpdate) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{44}
+	return file_meta_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *TablesUpdate) GetIno() uint64 {
@@ -3348,6 +3619,3366 @@ func (x *TablesUpdate) GetSetRoutes() []*Route {
 	return nil
 }
 
+// DumpRequest asks for a page of a dump of the partition that owns ino
+// (any node of it, usually its root). The first call (handle 0) starts a
+// dump: the server freezes its state as of the calls applied so far, answers
+// with a handle at once and encodes the frozen state into a temporary file
+// while it goes on serving; later calls name the handle and the offset of
+// the next page (and wait, a second at most, while it is being encoded).
+type DumpRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Ino   uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
+	// Fields 2-9 carry routing fields in other requests (see Method); the
+	// rest of this one starts at 10 so that a router reads it alike.
+	Handle uint64 `protobuf:"varint,10,opt,name=handle,proto3" json:"handle,omitempty"`
+	Offset uint64 `protobuf:"varint,11,opt,name=offset,proto3" json:"offset,omitempty"`
+	Limit  uint32 `protobuf:"varint,12,opt,name=limit,proto3" json:"limit,omitempty"` // bytes of the page; the server caps it (0 = its default)
+	// The first call of a dump of the subtree under directory ino (which
+	// it routes by) rather than of the whole partition: the dump is the
+	// namespace under it, with it as the root (engine.FreezeSubtree).
+	Subtree       bool `protobuf:"varint,13,opt,name=subtree,proto3" json:"subtree,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DumpRequest) Reset() {
+	*x = DumpRequest{}
+	mi := &file_meta_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DumpRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DumpRequest) ProtoMessage() {}
+
+func (x *DumpRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DumpRequest.ProtoReflect.Descriptor instead.
+func (*DumpRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *DumpRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *DumpRequest) GetHandle() uint64 {
+	if x != nil {
+		return x.Handle
+	}
+	return 0
+}
+
+func (x *DumpRequest) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *DumpRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *DumpRequest) GetSubtree() bool {
+	if x != nil {
+		return x.Subtree
+	}
+	return false
+}
+
+// DumpReply is one page of a dump. The dump is the partition's namespace
+// in the engine's checkpoint encoding, total bytes long; lsn is the log
+// position it was taken at (every call logged up to it is in the dump, no
+// later one). The server forgets the dump once it has sent the last page.
+type DumpReply struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Handle    uint64                 `protobuf:"varint,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	Lsn       uint64                 `protobuf:"varint,2,opt,name=lsn,proto3" json:"lsn,omitempty"`
+	Partition uint32                 `protobuf:"varint,3,opt,name=partition,proto3" json:"partition,omitempty"`
+	Total     uint64                 `protobuf:"varint,4,opt,name=total,proto3" json:"total,omitempty"`
+	Offset    uint64                 `protobuf:"varint,5,opt,name=offset,proto3" json:"offset,omitempty"`
+	Data      []byte                 `protobuf:"bytes,6,opt,name=data,proto3" json:"data,omitempty"`
+	Eof       bool                   `protobuf:"varint,7,opt,name=eof,proto3" json:"eof,omitempty"`
+	Nodes     uint64                 `protobuf:"varint,8,opt,name=nodes,proto3" json:"nodes,omitempty"` // nodes in the dump
+	// The server is still encoding the dump (off its apply loop, from a
+	// frozen view of the state at lsn): the reply holds no page, no total
+	// and no count of nodes yet; ask again with the handle. The first
+	// reply always says so.
+	Encoding      bool `protobuf:"varint,9,opt,name=encoding,proto3" json:"encoding,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DumpReply) Reset() {
+	*x = DumpReply{}
+	mi := &file_meta_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DumpReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DumpReply) ProtoMessage() {}
+
+func (x *DumpReply) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DumpReply.ProtoReflect.Descriptor instead.
+func (*DumpReply) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *DumpReply) GetHandle() uint64 {
+	if x != nil {
+		return x.Handle
+	}
+	return 0
+}
+
+func (x *DumpReply) GetLsn() uint64 {
+	if x != nil {
+		return x.Lsn
+	}
+	return 0
+}
+
+func (x *DumpReply) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *DumpReply) GetTotal() uint64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *DumpReply) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *DumpReply) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *DumpReply) GetEof() bool {
+	if x != nil {
+		return x.Eof
+	}
+	return false
+}
+
+func (x *DumpReply) GetNodes() uint64 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
+}
+
+func (x *DumpReply) GetEncoding() bool {
+	if x != nil {
+		return x.Encoding
+	}
+	return false
+}
+
+// StatusRequest asks the partition that owns ino (any node of it) for its
+// status.
+type StatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ino           uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatusRequest) Reset() {
+	*x = StatusRequest{}
+	mi := &file_meta_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatusRequest) ProtoMessage() {}
+
+func (x *StatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
+func (*StatusRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *StatusRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+// StatusReply is one partition's status.
+type StatusReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partition     uint32                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Version       string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`                                    // the server's build
+	Dir           string                 `protobuf:"bytes,3,opt,name=dir,proto3" json:"dir,omitempty"`                                            // its metadata directory
+	StartedNs     int64                  `protobuf:"varint,4,opt,name=started_ns,json=startedNs,proto3" json:"started_ns,omitempty"`              // when the server process started serving
+	Nodes         uint64                 `protobuf:"varint,5,opt,name=nodes,proto3" json:"nodes,omitempty"`                                       // inodes in use
+	UsedBytes     uint64                 `protobuf:"varint,6,opt,name=used_bytes,json=usedBytes,proto3" json:"used_bytes,omitempty"`              // bytes of regular files
+	OpenFiles     uint64                 `protobuf:"varint,7,opt,name=open_files,json=openFiles,proto3" json:"open_files,omitempty"`              // files open
+	GarbageSlices uint64                 `protobuf:"varint,8,opt,name=garbage_slices,json=garbageSlices,proto3" json:"garbage_slices,omitempty"`  // slices awaiting collection
+	Lsn           uint64                 `protobuf:"varint,9,opt,name=lsn,proto3" json:"lsn,omitempty"`                                           // last log record applied
+	CheckpointLsn uint64                 `protobuf:"varint,10,opt,name=checkpoint_lsn,json=checkpointLsn,proto3" json:"checkpoint_lsn,omitempty"` // log position of the last checkpoint taken
+	ResidentBytes uint64                 `protobuf:"varint,11,opt,name=resident_bytes,json=residentBytes,proto3" json:"resident_bytes,omitempty"` // the server process's resident memory
+	Clients       []*ClientStatus        `protobuf:"bytes,12,rep,name=clients,proto3" json:"clients,omitempty"`
+	Locks         uint64                 `protobuf:"varint,13,opt,name=locks,proto3" json:"locks,omitempty"`                             // file locks held
+	TrashFiles    uint64                 `protobuf:"varint,14,opt,name=trash_files,json=trashFiles,proto3" json:"trash_files,omitempty"` // nodes the trash holds (engine/trash.go)
+	TrashBytes    uint64                 `protobuf:"varint,15,opt,name=trash_bytes,json=trashBytes,proto3" json:"trash_bytes,omitempty"` // bytes of the regular files it holds
+	// The last runs the collector and fsck recorded on the partition's root
+	// (xattrs trusted.canopy.collector_run and trusted.canopy.fsck_run, a
+	// RunRecord each; see docs/operations.md); absent where none ran.
+	Collector *RunRecord `protobuf:"bytes,16,opt,name=collector,proto3" json:"collector,omitempty"`
+	Fsck      *RunRecord `protobuf:"bytes,17,opt,name=fsck,proto3" json:"fsck,omitempty"`
+	// The partition's directory quotas (engine/quota.go), summed.
+	Quotas        uint64 `protobuf:"varint,18,opt,name=quotas,proto3" json:"quotas,omitempty"`                                      // directories with a quota
+	QuotaMaxFiles uint64 `protobuf:"varint,19,opt,name=quota_max_files,json=quotaMaxFiles,proto3" json:"quota_max_files,omitempty"` // sum of their node limits (0: none set)
+	QuotaMaxBytes uint64 `protobuf:"varint,20,opt,name=quota_max_bytes,json=quotaMaxBytes,proto3" json:"quota_max_bytes,omitempty"` // sum of their byte limits
+	QuotaFiles    uint64 `protobuf:"varint,21,opt,name=quota_files,json=quotaFiles,proto3" json:"quota_files,omitempty"`            // sum of the nodes below them
+	QuotaBytes    uint64 `protobuf:"varint,22,opt,name=quota_bytes,json=quotaBytes,proto3" json:"quota_bytes,omitempty"`            // sum of the bytes below them
+	QuotasAtLimit uint64 `protobuf:"varint,23,opt,name=quotas_at_limit,json=quotasAtLimit,proto3" json:"quotas_at_limit,omitempty"` // quotas whose usage has reached a limit
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatusReply) Reset() {
+	*x = StatusReply{}
+	mi := &file_meta_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatusReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatusReply) ProtoMessage() {}
+
+func (x *StatusReply) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatusReply.ProtoReflect.Descriptor instead.
+func (*StatusReply) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *StatusReply) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *StatusReply) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *StatusReply) GetDir() string {
+	if x != nil {
+		return x.Dir
+	}
+	return ""
+}
+
+func (x *StatusReply) GetStartedNs() int64 {
+	if x != nil {
+		return x.StartedNs
+	}
+	return 0
+}
+
+func (x *StatusReply) GetNodes() uint64 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
+}
+
+func (x *StatusReply) GetUsedBytes() uint64 {
+	if x != nil {
+		return x.UsedBytes
+	}
+	return 0
+}
+
+func (x *StatusReply) GetOpenFiles() uint64 {
+	if x != nil {
+		return x.OpenFiles
+	}
+	return 0
+}
+
+func (x *StatusReply) GetGarbageSlices() uint64 {
+	if x != nil {
+		return x.GarbageSlices
+	}
+	return 0
+}
+
+func (x *StatusReply) GetLsn() uint64 {
+	if x != nil {
+		return x.Lsn
+	}
+	return 0
+}
+
+func (x *StatusReply) GetCheckpointLsn() uint64 {
+	if x != nil {
+		return x.CheckpointLsn
+	}
+	return 0
+}
+
+func (x *StatusReply) GetResidentBytes() uint64 {
+	if x != nil {
+		return x.ResidentBytes
+	}
+	return 0
+}
+
+func (x *StatusReply) GetClients() []*ClientStatus {
+	if x != nil {
+		return x.Clients
+	}
+	return nil
+}
+
+func (x *StatusReply) GetLocks() uint64 {
+	if x != nil {
+		return x.Locks
+	}
+	return 0
+}
+
+func (x *StatusReply) GetTrashFiles() uint64 {
+	if x != nil {
+		return x.TrashFiles
+	}
+	return 0
+}
+
+func (x *StatusReply) GetTrashBytes() uint64 {
+	if x != nil {
+		return x.TrashBytes
+	}
+	return 0
+}
+
+func (x *StatusReply) GetCollector() *RunRecord {
+	if x != nil {
+		return x.Collector
+	}
+	return nil
+}
+
+func (x *StatusReply) GetFsck() *RunRecord {
+	if x != nil {
+		return x.Fsck
+	}
+	return nil
+}
+
+func (x *StatusReply) GetQuotas() uint64 {
+	if x != nil {
+		return x.Quotas
+	}
+	return 0
+}
+
+func (x *StatusReply) GetQuotaMaxFiles() uint64 {
+	if x != nil {
+		return x.QuotaMaxFiles
+	}
+	return 0
+}
+
+func (x *StatusReply) GetQuotaMaxBytes() uint64 {
+	if x != nil {
+		return x.QuotaMaxBytes
+	}
+	return 0
+}
+
+func (x *StatusReply) GetQuotaFiles() uint64 {
+	if x != nil {
+		return x.QuotaFiles
+	}
+	return 0
+}
+
+func (x *StatusReply) GetQuotaBytes() uint64 {
+	if x != nil {
+		return x.QuotaBytes
+	}
+	return 0
+}
+
+func (x *StatusReply) GetQuotasAtLimit() uint64 {
+	if x != nil {
+		return x.QuotasAtLimit
+	}
+	return 0
+}
+
+// RunRecord is what one run of the collector or of fsck did, as the
+// process that ran it recorded it on the partition's root.
+type RunRecord struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	StartNs    int64                  `protobuf:"varint,1,opt,name=start_ns,json=startNs,proto3" json:"start_ns,omitempty"`
+	DurationNs int64                  `protobuf:"varint,2,opt,name=duration_ns,json=durationNs,proto3" json:"duration_ns,omitempty"`
+	Error      string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"` // why the run failed; empty if it did not
+	Host       string                 `protobuf:"bytes,4,opt,name=host,proto3" json:"host,omitempty"`   // where it ran
+	// Collector: garbage slices purged and their objects deleted; orphans
+	// the sweep deleted (a pass that swept says so).
+	SlicesPurged   uint64 `protobuf:"varint,5,opt,name=slices_purged,json=slicesPurged,proto3" json:"slices_purged,omitempty"`
+	ObjectsDeleted uint64 `protobuf:"varint,6,opt,name=objects_deleted,json=objectsDeleted,proto3" json:"objects_deleted,omitempty"`
+	Swept          bool   `protobuf:"varint,7,opt,name=swept,proto3" json:"swept,omitempty"`
+	OrphansDeleted uint64 `protobuf:"varint,8,opt,name=orphans_deleted,json=orphansDeleted,proto3" json:"orphans_deleted,omitempty"`
+	// fsck: what it found and, with repair, did.
+	Objects       uint64 `protobuf:"varint,9,opt,name=objects,proto3" json:"objects,omitempty"`  // block objects of the partition in the store
+	Orphans       uint64 `protobuf:"varint,10,opt,name=orphans,proto3" json:"orphans,omitempty"` // objects no slice names
+	Missing       uint64 `protobuf:"varint,11,opt,name=missing,proto3" json:"missing,omitempty"` // objects of used slices that are not stored
+	Repair        bool   `protobuf:"varint,12,opt,name=repair,proto3" json:"repair,omitempty"`
+	Zeroed        uint64 `protobuf:"varint,13,opt,name=zeroed,proto3" json:"zeroed,omitempty"` // missing objects replaced by zeros
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunRecord) Reset() {
+	*x = RunRecord{}
+	mi := &file_meta_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunRecord) ProtoMessage() {}
+
+func (x *RunRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunRecord.ProtoReflect.Descriptor instead.
+func (*RunRecord) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *RunRecord) GetStartNs() int64 {
+	if x != nil {
+		return x.StartNs
+	}
+	return 0
+}
+
+func (x *RunRecord) GetDurationNs() int64 {
+	if x != nil {
+		return x.DurationNs
+	}
+	return 0
+}
+
+func (x *RunRecord) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *RunRecord) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *RunRecord) GetSlicesPurged() uint64 {
+	if x != nil {
+		return x.SlicesPurged
+	}
+	return 0
+}
+
+func (x *RunRecord) GetObjectsDeleted() uint64 {
+	if x != nil {
+		return x.ObjectsDeleted
+	}
+	return 0
+}
+
+func (x *RunRecord) GetSwept() bool {
+	if x != nil {
+		return x.Swept
+	}
+	return false
+}
+
+func (x *RunRecord) GetOrphansDeleted() uint64 {
+	if x != nil {
+		return x.OrphansDeleted
+	}
+	return 0
+}
+
+func (x *RunRecord) GetObjects() uint64 {
+	if x != nil {
+		return x.Objects
+	}
+	return 0
+}
+
+func (x *RunRecord) GetOrphans() uint64 {
+	if x != nil {
+		return x.Orphans
+	}
+	return 0
+}
+
+func (x *RunRecord) GetMissing() uint64 {
+	if x != nil {
+		return x.Missing
+	}
+	return 0
+}
+
+func (x *RunRecord) GetRepair() bool {
+	if x != nil {
+		return x.Repair
+	}
+	return false
+}
+
+func (x *RunRecord) GetZeroed() uint64 {
+	if x != nil {
+		return x.Zeroed
+	}
+	return 0
+}
+
+// ClientStatus is one client session a partition knows of: one that
+// announced itself, holds files open or holds locks there.
+type ClientStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Host          string                 `protobuf:"bytes,2,opt,name=host,proto3" json:"host,omitempty"` // as announced; empty if the client did not
+	Pid           uint32                 `protobuf:"varint,3,opt,name=pid,proto3" json:"pid,omitempty"`
+	Version       string                 `protobuf:"bytes,4,opt,name=version,proto3" json:"version,omitempty"`
+	SinceNs       int64                  `protobuf:"varint,5,opt,name=since_ns,json=sinceNs,proto3" json:"since_ns,omitempty"` // when it announced itself, or was first seen
+	Mount         string                 `protobuf:"bytes,6,opt,name=mount,proto3" json:"mount,omitempty"`                     // the mount point, for a mount
+	OpenFiles     uint32                 `protobuf:"varint,7,opt,name=open_files,json=openFiles,proto3" json:"open_files,omitempty"`
+	Locks         uint32                 `protobuf:"varint,8,opt,name=locks,proto3" json:"locks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientStatus) Reset() {
+	*x = ClientStatus{}
+	mi := &file_meta_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientStatus) ProtoMessage() {}
+
+func (x *ClientStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientStatus.ProtoReflect.Descriptor instead.
+func (*ClientStatus) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *ClientStatus) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *ClientStatus) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *ClientStatus) GetPid() uint32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *ClientStatus) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *ClientStatus) GetSinceNs() int64 {
+	if x != nil {
+		return x.SinceNs
+	}
+	return 0
+}
+
+func (x *ClientStatus) GetMount() string {
+	if x != nil {
+		return x.Mount
+	}
+	return ""
+}
+
+func (x *ClientStatus) GetOpenFiles() uint32 {
+	if x != nil {
+		return x.OpenFiles
+	}
+	return 0
+}
+
+func (x *ClientStatus) GetLocks() uint32 {
+	if x != nil {
+		return x.Locks
+	}
+	return 0
+}
+
+// AnnounceRequest tells the partition that owns ino who the calling
+// client session is; STATUS lists it until the session ends.
+type AnnounceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Ino   uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
+	// From 10, clear of the routing fields (see DumpRequest).
+	Host          string `protobuf:"bytes,10,opt,name=host,proto3" json:"host,omitempty"`
+	Pid           uint32 `protobuf:"varint,11,opt,name=pid,proto3" json:"pid,omitempty"`
+	Version       string `protobuf:"bytes,12,opt,name=version,proto3" json:"version,omitempty"`
+	Mount         string `protobuf:"bytes,13,opt,name=mount,proto3" json:"mount,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnnounceRequest) Reset() {
+	*x = AnnounceRequest{}
+	mi := &file_meta_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnnounceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnnounceRequest) ProtoMessage() {}
+
+func (x *AnnounceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnnounceRequest.ProtoReflect.Descriptor instead.
+func (*AnnounceRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *AnnounceRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *AnnounceRequest) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *AnnounceRequest) GetPid() uint32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *AnnounceRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *AnnounceRequest) GetMount() string {
+	if x != nil {
+		return x.Mount
+	}
+	return ""
+}
+
+// IDRange is a range of user or group ids, both ends included.
+type IDRange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lo            uint32                 `protobuf:"varint,1,opt,name=lo,proto3" json:"lo,omitempty"`
+	Hi            uint32                 `protobuf:"varint,2,opt,name=hi,proto3" json:"hi,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IDRange) Reset() {
+	*x = IDRange{}
+	mi := &file_meta_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IDRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IDRange) ProtoMessage() {}
+
+func (x *IDRange) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IDRange.ProtoReflect.Descriptor instead.
+func (*IDRange) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *IDRange) GetLo() uint32 {
+	if x != nil {
+		return x.Lo
+	}
+	return 0
+}
+
+func (x *IDRange) GetHi() uint32 {
+	if x != nil {
+		return x.Hi
+	}
+	return 0
+}
+
+// Credential says what the holder of a token may do. The token itself is
+// never stored nor sent back: only its SHA-256 hash, and that only in the
+// log and checkpoints (replies leave token_hash empty).
+type Credential struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`                             // the subtree the holder sees as its whole namespace; "/" or empty: all
+	Uids          []*IDRange             `protobuf:"bytes,3,rep,name=uids,proto3" json:"uids,omitempty"`                             // uids the holder may act as; none: any
+	Gids          []*IDRange             `protobuf:"bytes,4,rep,name=gids,proto3" json:"gids,omitempty"`                             // gids (primary and supplementary) it may act as; none: any
+	ReadOnly      bool                   `protobuf:"varint,5,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`    // every mutation is refused
+	AllowRoot     bool                   `protobuf:"varint,6,opt,name=allow_root,json=allowRoot,proto3" json:"allow_root,omitempty"` // uid 0 is believed; otherwise squashed to squash_uid/squash_gid
+	ExpiresNs     int64                  `protobuf:"varint,7,opt,name=expires_ns,json=expiresNs,proto3" json:"expires_ns,omitempty"` // refused from this time on; 0: never
+	Addresses     []string               `protobuf:"bytes,8,rep,name=addresses,proto3" json:"addresses,omitempty"`                   // CIDR prefixes the holder may connect from; none: anywhere
+	Admin         bool                   `protobuf:"varint,9,opt,name=admin,proto3" json:"admin,omitempty"`                          // may manage credentials and the federation tables
+	CreatedNs     int64                  `protobuf:"varint,10,opt,name=created_ns,json=createdNs,proto3" json:"created_ns,omitempty"`
+	SquashUid     uint32                 `protobuf:"varint,11,opt,name=squash_uid,json=squashUid,proto3" json:"squash_uid,omitempty"`
+	SquashGid     uint32                 `protobuf:"varint,12,opt,name=squash_gid,json=squashGid,proto3" json:"squash_gid,omitempty"`
+	Generation    uint64                 `protobuf:"varint,13,opt,name=generation,proto3" json:"generation,omitempty"`                  // incremented by every rotation
+	TokenHash     []byte                 `protobuf:"bytes,14,opt,name=token_hash,json=tokenHash,proto3" json:"token_hash,omitempty"`    // SHA-256 of the token's secret part
+	Router        bool                   `protobuf:"varint,15,opt,name=router,proto3" json:"router,omitempty"`                          // may assert its own clients' credentials (forwarded calls)
+	CertSha256    []byte                 `protobuf:"bytes,16,opt,name=cert_sha256,json=certSha256,proto3" json:"cert_sha256,omitempty"` // SHA-256 of a client certificate (DER) that authenticates as this credential over TLS; empty: none
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Credential) Reset() {
+	*x = Credential{}
+	mi := &file_meta_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Credential) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Credential) ProtoMessage() {}
+
+func (x *Credential) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Credential.ProtoReflect.Descriptor instead.
+func (*Credential) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *Credential) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Credential) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *Credential) GetUids() []*IDRange {
+	if x != nil {
+		return x.Uids
+	}
+	return nil
+}
+
+func (x *Credential) GetGids() []*IDRange {
+	if x != nil {
+		return x.Gids
+	}
+	return nil
+}
+
+func (x *Credential) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
+}
+
+func (x *Credential) GetAllowRoot() bool {
+	if x != nil {
+		return x.AllowRoot
+	}
+	return false
+}
+
+func (x *Credential) GetExpiresNs() int64 {
+	if x != nil {
+		return x.ExpiresNs
+	}
+	return 0
+}
+
+func (x *Credential) GetAddresses() []string {
+	if x != nil {
+		return x.Addresses
+	}
+	return nil
+}
+
+func (x *Credential) GetAdmin() bool {
+	if x != nil {
+		return x.Admin
+	}
+	return false
+}
+
+func (x *Credential) GetCreatedNs() int64 {
+	if x != nil {
+		return x.CreatedNs
+	}
+	return 0
+}
+
+func (x *Credential) GetSquashUid() uint32 {
+	if x != nil {
+		return x.SquashUid
+	}
+	return 0
+}
+
+func (x *Credential) GetSquashGid() uint32 {
+	if x != nil {
+		return x.SquashGid
+	}
+	return 0
+}
+
+func (x *Credential) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *Credential) GetTokenHash() []byte {
+	if x != nil {
+		return x.TokenHash
+	}
+	return nil
+}
+
+func (x *Credential) GetRouter() bool {
+	if x != nil {
+		return x.Router
+	}
+	return false
+}
+
+func (x *Credential) GetCertSha256() []byte {
+	if x != nil {
+		return x.CertSha256
+	}
+	return nil
+}
+
+// AuthTableReply is the root partition's credentials, token hashes
+// included, in name order.
+type AuthTableReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Credentials   []*Credential          `protobuf:"bytes,1,rep,name=credentials,proto3" json:"credentials,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthTableReply) Reset() {
+	*x = AuthTableReply{}
+	mi := &file_meta_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthTableReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthTableReply) ProtoMessage() {}
+
+func (x *AuthTableReply) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthTableReply.ProtoReflect.Descriptor instead.
+func (*AuthTableReply) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *AuthTableReply) GetCredentials() []*Credential {
+	if x != nil {
+		return x.Credentials
+	}
+	return nil
+}
+
+// AuthSyncRequest replaces the copy of the credentials a partition other
+// than the root keeps, as a router translated them for it (each path
+// scope made a path inside the partition; credentials that see nothing
+// of it left out).
+type AuthSyncRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ino           uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"` // the partition's root (routing field)
+	Credentials   []*Credential          `protobuf:"bytes,10,rep,name=credentials,proto3" json:"credentials,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthSyncRequest) Reset() {
+	*x = AuthSyncRequest{}
+	mi := &file_meta_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthSyncRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthSyncRequest) ProtoMessage() {}
+
+func (x *AuthSyncRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthSyncRequest.ProtoReflect.Descriptor instead.
+func (*AuthSyncRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *AuthSyncRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *AuthSyncRequest) GetCredentials() []*Credential {
+	if x != nil {
+		return x.Credentials
+	}
+	return nil
+}
+
+// AuthAddRequest creates a credential. The client makes the token and
+// sends only its hash; expires_in_ns is counted from the record's time.
+type AuthAddRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ino           uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"` // the root partition's root (routing field)
+	Credential    *Credential            `protobuf:"bytes,7,opt,name=credential,proto3" json:"credential,omitempty"`
+	ExpiresInNs   int64                  `protobuf:"varint,8,opt,name=expires_in_ns,json=expiresInNs,proto3" json:"expires_in_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthAddRequest) Reset() {
+	*x = AuthAddRequest{}
+	mi := &file_meta_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthAddRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthAddRequest) ProtoMessage() {}
+
+func (x *AuthAddRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthAddRequest.ProtoReflect.Descriptor instead.
+func (*AuthAddRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *AuthAddRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *AuthAddRequest) GetCredential() *Credential {
+	if x != nil {
+		return x.Credential
+	}
+	return nil
+}
+
+func (x *AuthAddRequest) GetExpiresInNs() int64 {
+	if x != nil {
+		return x.ExpiresInNs
+	}
+	return 0
+}
+
+type AuthNameRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ino           uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
+	Name          string                 `protobuf:"bytes,7,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthNameRequest) Reset() {
+	*x = AuthNameRequest{}
+	mi := &file_meta_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthNameRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthNameRequest) ProtoMessage() {}
+
+func (x *AuthNameRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthNameRequest.ProtoReflect.Descriptor instead.
+func (*AuthNameRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *AuthNameRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *AuthNameRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type AuthRotateRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ino           uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
+	Name          string                 `protobuf:"bytes,7,opt,name=name,proto3" json:"name,omitempty"`
+	TokenHash     []byte                 `protobuf:"bytes,8,opt,name=token_hash,json=tokenHash,proto3" json:"token_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthRotateRequest) Reset() {
+	*x = AuthRotateRequest{}
+	mi := &file_meta_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthRotateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthRotateRequest) ProtoMessage() {}
+
+func (x *AuthRotateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthRotateRequest.ProtoReflect.Descriptor instead.
+func (*AuthRotateRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *AuthRotateRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *AuthRotateRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AuthRotateRequest) GetTokenHash() []byte {
+	if x != nil {
+		return x.TokenHash
+	}
+	return nil
+}
+
+type CredentialReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Credential    *Credential            `protobuf:"bytes,1,opt,name=credential,proto3" json:"credential,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CredentialReply) Reset() {
+	*x = CredentialReply{}
+	mi := &file_meta_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CredentialReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CredentialReply) ProtoMessage() {}
+
+func (x *CredentialReply) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CredentialReply.ProtoReflect.Descriptor instead.
+func (*CredentialReply) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *CredentialReply) GetCredential() *Credential {
+	if x != nil {
+		return x.Credential
+	}
+	return nil
+}
+
+type AuthListReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Credentials   []*Credential          `protobuf:"bytes,1,rep,name=credentials,proto3" json:"credentials,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthListReply) Reset() {
+	*x = AuthListReply{}
+	mi := &file_meta_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthListReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthListReply) ProtoMessage() {}
+
+func (x *AuthListReply) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthListReply.ProtoReflect.Descriptor instead.
+func (*AuthListReply) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *AuthListReply) GetCredentials() []*Credential {
+	if x != nil {
+		return x.Credentials
+	}
+	return nil
+}
+
+// GroupRequest asks a replica for its view of its group; with verify, it
+// also checks its namespace's invariants and checksums its state.
+type GroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Verify        bool                   `protobuf:"varint,1,opt,name=verify,proto3" json:"verify,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupRequest) Reset() {
+	*x = GroupRequest{}
+	mi := &file_meta_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupRequest) ProtoMessage() {}
+
+func (x *GroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupRequest.ProtoReflect.Descriptor instead.
+func (*GroupRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *GroupRequest) GetVerify() bool {
+	if x != nil {
+		return x.Verify
+	}
+	return false
+}
+
+// GroupReply is one replica's view of its partition's Raft group. A
+// partition that is not replicated answers as a group of one with role
+// "single".
+type GroupReply struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Partition  uint32                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Id         uint64                 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`         // this replica's id
+	Addr       string                 `protobuf:"bytes,3,opt,name=addr,proto3" json:"addr,omitempty"`      // its client address
+	Leader     uint64                 `protobuf:"varint,4,opt,name=leader,proto3" json:"leader,omitempty"` // the leader's id; 0 = none known
+	LeaderAddr string                 `protobuf:"bytes,5,opt,name=leader_addr,json=leaderAddr,proto3" json:"leader_addr,omitempty"`
+	Role       string                 `protobuf:"bytes,6,opt,name=role,proto3" json:"role,omitempty"` // Leader, Follower, Candidate, PreCandidate, single
+	Term       uint64                 `protobuf:"varint,7,opt,name=term,proto3" json:"term,omitempty"`
+	Commit     uint64                 `protobuf:"varint,8,opt,name=commit,proto3" json:"commit,omitempty"`      // commit index
+	Applied    uint64                 `protobuf:"varint,9,opt,name=applied,proto3" json:"applied,omitempty"`    // applied index
+	Last       uint64                 `protobuf:"varint,10,opt,name=last,proto3" json:"last,omitempty"`         // last index in the log
+	Snapshot   uint64                 `protobuf:"varint,11,opt,name=snapshot,proto3" json:"snapshot,omitempty"` // index of the newest snapshot
+	Members    []*GroupMember         `protobuf:"bytes,12,rep,name=members,proto3" json:"members,omitempty"`    // sorted by id; match, lag and state at the leader only
+	// With verify: the index of the last entry the state applied, the
+	// SHA-256 of the state's checkpoint body there (replicas at the same
+	// index must agree), and what the namespace's invariant check found
+	// ("" = nothing wrong).
+	StateIndex    uint64 `protobuf:"varint,13,opt,name=state_index,json=stateIndex,proto3" json:"state_index,omitempty"`
+	StateSha256   []byte `protobuf:"bytes,14,opt,name=state_sha256,json=stateSha256,proto3" json:"state_sha256,omitempty"`
+	CheckError    string `protobuf:"bytes,15,opt,name=check_error,json=checkError,proto3" json:"check_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupReply) Reset() {
+	*x = GroupReply{}
+	mi := &file_meta_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupReply) ProtoMessage() {}
+
+func (x *GroupReply) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupReply.ProtoReflect.Descriptor instead.
+func (*GroupReply) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *GroupReply) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *GroupReply) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *GroupReply) GetAddr() string {
+	if x != nil {
+		return x.Addr
+	}
+	return ""
+}
+
+func (x *GroupReply) GetLeader() uint64 {
+	if x != nil {
+		return x.Leader
+	}
+	return 0
+}
+
+func (x *GroupReply) GetLeaderAddr() string {
+	if x != nil {
+		return x.LeaderAddr
+	}
+	return ""
+}
+
+func (x *GroupReply) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *GroupReply) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *GroupReply) GetCommit() uint64 {
+	if x != nil {
+		return x.Commit
+	}
+	return 0
+}
+
+func (x *GroupReply) GetApplied() uint64 {
+	if x != nil {
+		return x.Applied
+	}
+	return 0
+}
+
+func (x *GroupReply) GetLast() uint64 {
+	if x != nil {
+		return x.Last
+	}
+	return 0
+}
+
+func (x *GroupReply) GetSnapshot() uint64 {
+	if x != nil {
+		return x.Snapshot
+	}
+	return 0
+}
+
+func (x *GroupReply) GetMembers() []*GroupMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *GroupReply) GetStateIndex() uint64 {
+	if x != nil {
+		return x.StateIndex
+	}
+	return 0
+}
+
+func (x *GroupReply) GetStateSha256() []byte {
+	if x != nil {
+		return x.StateSha256
+	}
+	return nil
+}
+
+func (x *GroupReply) GetCheckError() string {
+	if x != nil {
+		return x.CheckError
+	}
+	return ""
+}
+
+// GroupTransferRequest asks the leader to hand leadership to replica to
+// (0: the follower most up to date); the reply comes once it has.
+type GroupTransferRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	To            uint64                 `protobuf:"varint,1,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupTransferRequest) Reset() {
+	*x = GroupTransferRequest{}
+	mi := &file_meta_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupTransferRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupTransferRequest) ProtoMessage() {}
+
+func (x *GroupTransferRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupTransferRequest.ProtoReflect.Descriptor instead.
+func (*GroupTransferRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *GroupTransferRequest) GetTo() uint64 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
+// GroupAddRequest asks the leader to add replica id, which serves clients
+// at addr and the other replicas at raft_addr, as a learner, and to make it
+// a voter once it has caught up (its match index reached the leader's
+// commit index as it was when the learner was added). The reply, the
+// leader's view of the group, comes once it is a voter (or, with learner,
+// once it has caught up). The addresses go into the replicated state, so
+// that every replica, and any that joins later, can reach it.
+type GroupAddRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,10,opt,name=id,proto3" json:"id,omitempty"`
+	Addr          string                 `protobuf:"bytes,11,opt,name=addr,proto3" json:"addr,omitempty"`
+	RaftAddr      string                 `protobuf:"bytes,12,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	WaitMs        uint32                 `protobuf:"varint,13,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"` // how long to wait for the catch-up; 0 = 10 minutes
+	Learner       bool                   `protobuf:"varint,14,opt,name=learner,proto3" json:"learner,omitempty"`             // stay a learner: do not promote
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupAddRequest) Reset() {
+	*x = GroupAddRequest{}
+	mi := &file_meta_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupAddRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupAddRequest) ProtoMessage() {}
+
+func (x *GroupAddRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupAddRequest.ProtoReflect.Descriptor instead.
+func (*GroupAddRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *GroupAddRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *GroupAddRequest) GetAddr() string {
+	if x != nil {
+		return x.Addr
+	}
+	return ""
+}
+
+func (x *GroupAddRequest) GetRaftAddr() string {
+	if x != nil {
+		return x.RaftAddr
+	}
+	return ""
+}
+
+func (x *GroupAddRequest) GetWaitMs() uint32 {
+	if x != nil {
+		return x.WaitMs
+	}
+	return 0
+}
+
+func (x *GroupAddRequest) GetLearner() bool {
+	if x != nil {
+		return x.Learner
+	}
+	return false
+}
+
+// GroupRemoveRequest asks the leader to remove replica id. The leader
+// removing itself first hands leadership to the follower most up to date
+// and answers NOT_LEADER naming it, where the call is retried.
+type GroupRemoveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,10,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupRemoveRequest) Reset() {
+	*x = GroupRemoveRequest{}
+	mi := &file_meta_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupRemoveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupRemoveRequest) ProtoMessage() {}
+
+func (x *GroupRemoveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupRemoveRequest.ProtoReflect.Descriptor instead.
+func (*GroupRemoveRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *GroupRemoveRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+// GroupMember is one replica of a group.
+type GroupMember struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Addr          string                 `protobuf:"bytes,2,opt,name=addr,proto3" json:"addr,omitempty"`
+	Learner       bool                   `protobuf:"varint,3,opt,name=learner,proto3" json:"learner,omitempty"`
+	Match         uint64                 `protobuf:"varint,4,opt,name=match,proto3" json:"match,omitempty"`   // the leader's view: last index known replicated there
+	Lag           uint64                 `protobuf:"varint,5,opt,name=lag,proto3" json:"lag,omitempty"`       // entries behind the leader's log
+	State         string                 `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`    // probe, replicate, snapshot
+	Active        bool                   `protobuf:"varint,7,opt,name=active,proto3" json:"active,omitempty"` // heard from within the last election timeout
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupMember) Reset() {
+	*x = GroupMember{}
+	mi := &file_meta_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupMember) ProtoMessage() {}
+
+func (x *GroupMember) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
+func (*GroupMember) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *GroupMember) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *GroupMember) GetAddr() string {
+	if x != nil {
+		return x.Addr
+	}
+	return ""
+}
+
+func (x *GroupMember) GetLearner() bool {
+	if x != nil {
+		return x.Learner
+	}
+	return false
+}
+
+func (x *GroupMember) GetMatch() uint64 {
+	if x != nil {
+		return x.Match
+	}
+	return 0
+}
+
+func (x *GroupMember) GetLag() uint64 {
+	if x != nil {
+		return x.Lag
+	}
+	return 0
+}
+
+func (x *GroupMember) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *GroupMember) GetActive() bool {
+	if x != nil {
+		return x.Active
+	}
+	return false
+}
+
+// QuotaSetRequest names a directory and its new limits (0: no limit).
+type QuotaSetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ino           uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	MaxFiles      uint64                 `protobuf:"varint,10,opt,name=max_files,json=maxFiles,proto3" json:"max_files,omitempty"` // nodes below the directory
+	MaxBytes      uint64                 `protobuf:"varint,11,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"` // bytes of the regular files below the directory
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuotaSetRequest) Reset() {
+	*x = QuotaSetRequest{}
+	mi := &file_meta_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuotaSetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuotaSetRequest) ProtoMessage() {}
+
+func (x *QuotaSetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuotaSetRequest.ProtoReflect.Descriptor instead.
+func (*QuotaSetRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *QuotaSetRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *QuotaSetRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *QuotaSetRequest) GetMaxFiles() uint64 {
+	if x != nil {
+		return x.MaxFiles
+	}
+	return 0
+}
+
+func (x *QuotaSetRequest) GetMaxBytes() uint64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+// Quota is a directory quota and its usage.
+type Quota struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Dir           uint64                 `protobuf:"varint,1,opt,name=dir,proto3" json:"dir,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"` // the directory's path in its partition
+	MaxFiles      uint64                 `protobuf:"varint,3,opt,name=max_files,json=maxFiles,proto3" json:"max_files,omitempty"`
+	MaxBytes      uint64                 `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	Files         uint64                 `protobuf:"varint,5,opt,name=files,proto3" json:"files,omitempty"` // nodes below the directory, each once
+	Bytes         uint64                 `protobuf:"varint,6,opt,name=bytes,proto3" json:"bytes,omitempty"` // sizes of the regular files below it
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Quota) Reset() {
+	*x = Quota{}
+	mi := &file_meta_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Quota) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Quota) ProtoMessage() {}
+
+func (x *Quota) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Quota.ProtoReflect.Descriptor instead.
+func (*Quota) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *Quota) GetDir() uint64 {
+	if x != nil {
+		return x.Dir
+	}
+	return 0
+}
+
+func (x *Quota) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *Quota) GetMaxFiles() uint64 {
+	if x != nil {
+		return x.MaxFiles
+	}
+	return 0
+}
+
+func (x *Quota) GetMaxBytes() uint64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *Quota) GetFiles() uint64 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+func (x *Quota) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+type QuotaReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Quota         *Quota                 `protobuf:"bytes,1,opt,name=quota,proto3" json:"quota,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuotaReply) Reset() {
+	*x = QuotaReply{}
+	mi := &file_meta_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuotaReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuotaReply) ProtoMessage() {}
+
+func (x *QuotaReply) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuotaReply.ProtoReflect.Descriptor instead.
+func (*QuotaReply) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *QuotaReply) GetQuota() *Quota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+type QuotaListReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Quotas        []*Quota               `protobuf:"bytes,1,rep,name=quotas,proto3" json:"quotas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuotaListReply) Reset() {
+	*x = QuotaListReply{}
+	mi := &file_meta_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuotaListReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuotaListReply) ProtoMessage() {}
+
+func (x *QuotaListReply) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuotaListReply.ProtoReflect.Descriptor instead.
+func (*QuotaListReply) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *QuotaListReply) GetQuotas() []*Quota {
+	if x != nil {
+		return x.Quotas
+	}
+	return nil
+}
+
+// QuotaMismatch is a quota whose kept usage differs from a full count.
+type QuotaMismatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Quota         *Quota                 `protobuf:"bytes,1,opt,name=quota,proto3" json:"quota,omitempty"` // with the usage kept
+	CountFiles    uint64                 `protobuf:"varint,2,opt,name=count_files,json=countFiles,proto3" json:"count_files,omitempty"`
+	CountBytes    uint64                 `protobuf:"varint,3,opt,name=count_bytes,json=countBytes,proto3" json:"count_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuotaMismatch) Reset() {
+	*x = QuotaMismatch{}
+	mi := &file_meta_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuotaMismatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuotaMismatch) ProtoMessage() {}
+
+func (x *QuotaMismatch) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuotaMismatch.ProtoReflect.Descriptor instead.
+func (*QuotaMismatch) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *QuotaMismatch) GetQuota() *Quota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+func (x *QuotaMismatch) GetCountFiles() uint64 {
+	if x != nil {
+		return x.CountFiles
+	}
+	return 0
+}
+
+func (x *QuotaMismatch) GetCountBytes() uint64 {
+	if x != nil {
+		return x.CountBytes
+	}
+	return 0
+}
+
+type QuotaCheckReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Quotas        uint32                 `protobuf:"varint,1,opt,name=quotas,proto3" json:"quotas,omitempty"` // quotas checked
+	Mismatches    []*QuotaMismatch       `protobuf:"bytes,2,rep,name=mismatches,proto3" json:"mismatches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuotaCheckReply) Reset() {
+	*x = QuotaCheckReply{}
+	mi := &file_meta_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuotaCheckReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuotaCheckReply) ProtoMessage() {}
+
+func (x *QuotaCheckReply) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuotaCheckReply.ProtoReflect.Descriptor instead.
+func (*QuotaCheckReply) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *QuotaCheckReply) GetQuotas() uint32 {
+	if x != nil {
+		return x.Quotas
+	}
+	return 0
+}
+
+func (x *QuotaCheckReply) GetMismatches() []*QuotaMismatch {
+	if x != nil {
+		return x.Mismatches
+	}
+	return nil
+}
+
+// TrashEntry is one entry of an hour directory of the trash.
+type TrashEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Hour          string                 `protobuf:"bytes,1,opt,name=hour,proto3" json:"hour,omitempty"` // the hour directory, 2006-01-02-15 (UTC)
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"` // <parent>-<ino>-<name>
+	Ino           uint64                 `protobuf:"varint,3,opt,name=ino,proto3" json:"ino,omitempty"`
+	Parent        uint64                 `protobuf:"varint,4,opt,name=parent,proto3" json:"parent,omitempty"` // the directory it was removed from
+	Orig          string                 `protobuf:"bytes,5,opt,name=orig,proto3" json:"orig,omitempty"`      // its name there
+	Path          string                 `protobuf:"bytes,6,opt,name=path,proto3" json:"path,omitempty"`      // its original path; "" if its directory is gone
+	Attr          *Attr                  `protobuf:"bytes,7,opt,name=attr,proto3" json:"attr,omitempty"`      // ctime: when it was removed
+	Files         uint64                 `protobuf:"varint,8,opt,name=files,proto3" json:"files,omitempty"`   // nodes in it, itself included
+	Bytes         uint64                 `protobuf:"varint,9,opt,name=bytes,proto3" json:"bytes,omitempty"`   // bytes of the regular files in it
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TrashEntry) Reset() {
+	*x = TrashEntry{}
+	mi := &file_meta_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrashEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrashEntry) ProtoMessage() {}
+
+func (x *TrashEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrashEntry.ProtoReflect.Descriptor instead.
+func (*TrashEntry) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *TrashEntry) GetHour() string {
+	if x != nil {
+		return x.Hour
+	}
+	return ""
+}
+
+func (x *TrashEntry) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TrashEntry) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *TrashEntry) GetParent() uint64 {
+	if x != nil {
+		return x.Parent
+	}
+	return 0
+}
+
+func (x *TrashEntry) GetOrig() string {
+	if x != nil {
+		return x.Orig
+	}
+	return ""
+}
+
+func (x *TrashEntry) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *TrashEntry) GetAttr() *Attr {
+	if x != nil {
+		return x.Attr
+	}
+	return nil
+}
+
+func (x *TrashEntry) GetFiles() uint64 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+func (x *TrashEntry) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+type TrashListReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*TrashEntry          `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"` // by hour and name
+	Days          uint32                 `protobuf:"varint,2,opt,name=days,proto3" json:"days,omitempty"`      // how long the trash keeps what it holds; 0: off
+	Files         uint64                 `protobuf:"varint,3,opt,name=files,proto3" json:"files,omitempty"`    // what it holds in all
+	Bytes         uint64                 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TrashListReply) Reset() {
+	*x = TrashListReply{}
+	mi := &file_meta_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrashListReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrashListReply) ProtoMessage() {}
+
+func (x *TrashListReply) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrashListReply.ProtoReflect.Descriptor instead.
+func (*TrashListReply) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *TrashListReply) GetEntries() []*TrashEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *TrashListReply) GetDays() uint32 {
+	if x != nil {
+		return x.Days
+	}
+	return 0
+}
+
+func (x *TrashListReply) GetFiles() uint64 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+func (x *TrashListReply) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+// TrashRestoreRequest names an entry of the trash (hour and name), or a
+// whole hour (name empty). Routed by ino or path: any node of the partition.
+type TrashRestoreRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ino           uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Hour          string                 `protobuf:"bytes,10,opt,name=hour,proto3" json:"hour,omitempty"`
+	Name          string                 `protobuf:"bytes,11,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TrashRestoreRequest) Reset() {
+	*x = TrashRestoreRequest{}
+	mi := &file_meta_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrashRestoreRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrashRestoreRequest) ProtoMessage() {}
+
+func (x *TrashRestoreRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrashRestoreRequest.ProtoReflect.Descriptor instead.
+func (*TrashRestoreRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *TrashRestoreRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *TrashRestoreRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *TrashRestoreRequest) GetHour() string {
+	if x != nil {
+		return x.Hour
+	}
+	return ""
+}
+
+func (x *TrashRestoreRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type TrashRestoreReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Paths         []string               `protobuf:"bytes,1,rep,name=paths,proto3" json:"paths,omitempty"`   // the paths restored
+	Failed        string                 `protobuf:"bytes,2,opt,name=failed,proto3" json:"failed,omitempty"` // what could not be restored, one error a line ("" if all was)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TrashRestoreReply) Reset() {
+	*x = TrashRestoreReply{}
+	mi := &file_meta_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrashRestoreReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrashRestoreReply) ProtoMessage() {}
+
+func (x *TrashRestoreReply) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrashRestoreReply.ProtoReflect.Descriptor instead.
+func (*TrashRestoreReply) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *TrashRestoreReply) GetPaths() []string {
+	if x != nil {
+		return x.Paths
+	}
+	return nil
+}
+
+func (x *TrashRestoreReply) GetFailed() string {
+	if x != nil {
+		return x.Failed
+	}
+	return ""
+}
+
+// TrashPurgeRequest frees the hours that ended older_than_ns or more before
+// the operation's time, or every hour with all.
+type TrashPurgeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ino           uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	OlderThanNs   int64                  `protobuf:"varint,10,opt,name=older_than_ns,json=olderThanNs,proto3" json:"older_than_ns,omitempty"`
+	All           bool                   `protobuf:"varint,11,opt,name=all,proto3" json:"all,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TrashPurgeRequest) Reset() {
+	*x = TrashPurgeRequest{}
+	mi := &file_meta_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrashPurgeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrashPurgeRequest) ProtoMessage() {}
+
+func (x *TrashPurgeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrashPurgeRequest.ProtoReflect.Descriptor instead.
+func (*TrashPurgeRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *TrashPurgeRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *TrashPurgeRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *TrashPurgeRequest) GetOlderThanNs() int64 {
+	if x != nil {
+		return x.OlderThanNs
+	}
+	return 0
+}
+
+func (x *TrashPurgeRequest) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
+type TrashPurgeReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Files         uint64                 `protobuf:"varint,1,opt,name=files,proto3" json:"files,omitempty"` // nodes freed
+	Bytes         uint64                 `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TrashPurgeReply) Reset() {
+	*x = TrashPurgeReply{}
+	mi := &file_meta_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrashPurgeReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrashPurgeReply) ProtoMessage() {}
+
+func (x *TrashPurgeReply) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrashPurgeReply.ProtoReflect.Descriptor instead.
+func (*TrashPurgeReply) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *TrashPurgeReply) GetFiles() uint64 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+func (x *TrashPurgeReply) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+// XNode is the image of a non-directory node that moves between
+// partitions: its attributes and content (the slices stay where they are
+// in the object store; only their references move).
+type XNode struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Mode          uint32                 `protobuf:"varint,10,opt,name=mode,proto3" json:"mode,omitempty"`
+	Uid           uint32                 `protobuf:"varint,11,opt,name=uid,proto3" json:"uid,omitempty"`
+	Gid           uint32                 `protobuf:"varint,12,opt,name=gid,proto3" json:"gid,omitempty"`
+	Size          uint64                 `protobuf:"varint,13,opt,name=size,proto3" json:"size,omitempty"`
+	AtimeNs       int64                  `protobuf:"varint,14,opt,name=atime_ns,json=atimeNs,proto3" json:"atime_ns,omitempty"`
+	MtimeNs       int64                  `protobuf:"varint,15,opt,name=mtime_ns,json=mtimeNs,proto3" json:"mtime_ns,omitempty"`
+	CtimeNs       int64                  `protobuf:"varint,16,opt,name=ctime_ns,json=ctimeNs,proto3" json:"ctime_ns,omitempty"`
+	Rdev          uint32                 `protobuf:"varint,17,opt,name=rdev,proto3" json:"rdev,omitempty"`
+	Target        string                 `protobuf:"bytes,18,opt,name=target,proto3" json:"target,omitempty"` // symlinks
+	Xattrs        []*XXattr              `protobuf:"bytes,19,rep,name=xattrs,proto3" json:"xattrs,omitempty"` // in name order
+	Chunks        []*XChunk              `protobuf:"bytes,20,rep,name=chunks,proto3" json:"chunks,omitempty"` // in chunk order
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *XNode) Reset() {
+	*x = XNode{}
+	mi := &file_meta_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *XNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*XNode) ProtoMessage() {}
+
+func (x *XNode) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use XNode.ProtoReflect.Descriptor instead.
+func (*XNode) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *XNode) GetMode() uint32 {
+	if x != nil {
+		return x.Mode
+	}
+	return 0
+}
+
+func (x *XNode) GetUid() uint32 {
+	if x != nil {
+		return x.Uid
+	}
+	return 0
+}
+
+func (x *XNode) GetGid() uint32 {
+	if x != nil {
+		return x.Gid
+	}
+	return 0
+}
+
+func (x *XNode) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *XNode) GetAtimeNs() int64 {
+	if x != nil {
+		return x.AtimeNs
+	}
+	return 0
+}
+
+func (x *XNode) GetMtimeNs() int64 {
+	if x != nil {
+		return x.MtimeNs
+	}
+	return 0
+}
+
+func (x *XNode) GetCtimeNs() int64 {
+	if x != nil {
+		return x.CtimeNs
+	}
+	return 0
+}
+
+func (x *XNode) GetRdev() uint32 {
+	if x != nil {
+		return x.Rdev
+	}
+	return 0
+}
+
+func (x *XNode) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *XNode) GetXattrs() []*XXattr {
+	if x != nil {
+		return x.Xattrs
+	}
+	return nil
+}
+
+func (x *XNode) GetChunks() []*XChunk {
+	if x != nil {
+		return x.Chunks
+	}
+	return nil
+}
+
+type XXattr struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,10,opt,name=name,proto3" json:"name,omitempty"`
+	Value         []byte                 `protobuf:"bytes,11,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *XXattr) Reset() {
+	*x = XXattr{}
+	mi := &file_meta_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *XXattr) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*XXattr) ProtoMessage() {}
+
+func (x *XXattr) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use XXattr.ProtoReflect.Descriptor instead.
+func (*XXattr) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *XXattr) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *XXattr) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+type XChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         uint32                 `protobuf:"varint,10,opt,name=index,proto3" json:"index,omitempty"`
+	Slices        []*XSlice              `protobuf:"bytes,11,rep,name=slices,proto3" json:"slices,omitempty"` // in placement order
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *XChunk) Reset() {
+	*x = XChunk{}
+	mi := &file_meta_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *XChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*XChunk) ProtoMessage() {}
+
+func (x *XChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use XChunk.ProtoReflect.Descriptor instead.
+func (*XChunk) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *XChunk) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *XChunk) GetSlices() []*XSlice {
+	if x != nil {
+		return x.Slices
+	}
+	return nil
+}
+
+type XSlice struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,10,opt,name=id,proto3" json:"id,omitempty"`
+	Size          uint32                 `protobuf:"varint,11,opt,name=size,proto3" json:"size,omitempty"`
+	Off           uint32                 `protobuf:"varint,12,opt,name=off,proto3" json:"off,omitempty"`
+	Len           uint32                 `protobuf:"varint,13,opt,name=len,proto3" json:"len,omitempty"`
+	Pos           uint32                 `protobuf:"varint,14,opt,name=pos,proto3" json:"pos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *XSlice) Reset() {
+	*x = XSlice{}
+	mi := &file_meta_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *XSlice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*XSlice) ProtoMessage() {}
+
+func (x *XSlice) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use XSlice.ProtoReflect.Descriptor instead.
+func (*XSlice) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{83}
+}
+
+func (x *XSlice) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *XSlice) GetSize() uint32 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *XSlice) GetOff() uint32 {
+	if x != nil {
+		return x.Off
+	}
+	return 0
+}
+
+func (x *XSlice) GetLen() uint32 {
+	if x != nil {
+		return x.Len
+	}
+	return 0
+}
+
+func (x *XSlice) GetPos() uint32 {
+	if x != nil {
+		return x.Pos
+	}
+	return 0
+}
+
+// XPrepareRequest names the entry of this partition that a rename across
+// partitions reads (source) or writes (target), by parent and name or by
+// path, with the intent's id, the rename flags and the other partition.
+type XPrepareRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Parent        uint64                 `protobuf:"varint,1,opt,name=parent,proto3" json:"parent,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Id            []byte                 `protobuf:"bytes,10,opt,name=id,proto3" json:"id,omitempty"`                                 // 16 bytes, chosen by the router
+	Flags         uint32                 `protobuf:"varint,11,opt,name=flags,proto3" json:"flags,omitempty"`                          // RenameFlag bits
+	Peer          uint32                 `protobuf:"varint,12,opt,name=peer,proto3" json:"peer,omitempty"`                            // the other partition
+	SourceDir     bool                   `protobuf:"varint,13,opt,name=source_dir,json=sourceDir,proto3" json:"source_dir,omitempty"` // target side: the source node is a directory
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *XPrepareRequest) Reset() {
+	*x = XPrepareRequest{}
+	mi := &file_meta_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *XPrepareRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*XPrepareRequest) ProtoMessage() {}
+
+func (x *XPrepareRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use XPrepareRequest.ProtoReflect.Descriptor instead.
+func (*XPrepareRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *XPrepareRequest) GetParent() uint64 {
+	if x != nil {
+		return x.Parent
+	}
+	return 0
+}
+
+func (x *XPrepareRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *XPrepareRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *XPrepareRequest) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *XPrepareRequest) GetFlags() uint32 {
+	if x != nil {
+		return x.Flags
+	}
+	return 0
+}
+
+func (x *XPrepareRequest) GetPeer() uint32 {
+	if x != nil {
+		return x.Peer
+	}
+	return 0
+}
+
+func (x *XPrepareRequest) GetSourceDir() bool {
+	if x != nil {
+		return x.SourceDir
+	}
+	return false
+}
+
+// XPrepareReply: the source side says whether its node is a directory; the
+// target side of an exchange gives the image of its node (which moves to
+// the source); the source's commit gives the image of the source node.
+type XPrepareReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Dir           bool                   `protobuf:"varint,10,opt,name=dir,proto3" json:"dir,omitempty"`
+	Image         *XNode                 `protobuf:"bytes,11,opt,name=image,proto3" json:"image,omitempty"`
+	Ino           uint64                 `protobuf:"varint,12,opt,name=ino,proto3" json:"ino,omitempty"`     // the node the entry names
+	State         uint32                 `protobuf:"varint,13,opt,name=state,proto3" json:"state,omitempty"` // PREPARE_SRC of an intent the source held already: its state (see XIntentReply)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *XPrepareReply) Reset() {
+	*x = XPrepareReply{}
+	mi := &file_meta_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *XPrepareReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*XPrepareReply) ProtoMessage() {}
+
+func (x *XPrepareReply) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use XPrepareReply.ProtoReflect.Descriptor instead.
+func (*XPrepareReply) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{85}
+}
+
+func (x *XPrepareReply) GetDir() bool {
+	if x != nil {
+		return x.Dir
+	}
+	return false
+}
+
+func (x *XPrepareReply) GetImage() *XNode {
+	if x != nil {
+		return x.Image
+	}
+	return nil
+}
+
+func (x *XPrepareReply) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *XPrepareReply) GetState() uint32 {
+	if x != nil {
+		return x.State
+	}
+	return 0
+}
+
+// XIntentRequest names one intent; ino (any node of the partition) routes it.
+type XIntentRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ino           uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
+	Id            []byte                 `protobuf:"bytes,10,opt,name=id,proto3" json:"id,omitempty"`
+	Image         *XNode                 `protobuf:"bytes,11,opt,name=image,proto3" json:"image,omitempty"` // COMMIT_SRC of an exchange: the target's node; COMMIT_DST: the source's node
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *XIntentRequest) Reset() {
+	*x = XIntentRequest{}
+	mi := &file_meta_proto_msgTypes[86]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *XIntentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*XIntentRequest) ProtoMessage() {}
+
+func (x *XIntentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[86]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use XIntentRequest.ProtoReflect.Descriptor instead.
+func (*XIntentRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{86}
+}
+
+func (x *XIntentRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *XIntentRequest) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *XIntentRequest) GetImage() *XNode {
+	if x != nil {
+		return x.Image
+	}
+	return nil
+}
+
+type XIntentReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	State         uint32                 `protobuf:"varint,10,opt,name=state,proto3" json:"state,omitempty"` // 0 none, 1 prepared, 2 committed, 3 done (the source remembers a finished rename, for retries)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *XIntentReply) Reset() {
+	*x = XIntentReply{}
+	mi := &file_meta_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *XIntentReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*XIntentReply) ProtoMessage() {}
+
+func (x *XIntentReply) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use XIntentReply.ProtoReflect.Descriptor instead.
+func (*XIntentReply) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{87}
+}
+
+func (x *XIntentReply) GetState() uint32 {
+	if x != nil {
+		return x.State
+	}
+	return 0
+}
+
+type XIntent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            []byte                 `protobuf:"bytes,10,opt,name=id,proto3" json:"id,omitempty"`
+	Role          uint32                 `protobuf:"varint,11,opt,name=role,proto3" json:"role,omitempty"`   // 1 source, 2 target
+	State         uint32                 `protobuf:"varint,12,opt,name=state,proto3" json:"state,omitempty"` // 1 prepared, 2 committed
+	Peer          uint32                 `protobuf:"varint,13,opt,name=peer,proto3" json:"peer,omitempty"`
+	AgeNs         int64                  `protobuf:"varint,14,opt,name=age_ns,json=ageNs,proto3" json:"age_ns,omitempty"` // since it was prepared, by the partition's clock
+	Image         *XNode                 `protobuf:"bytes,15,opt,name=image,proto3" json:"image,omitempty"`               // a committed source intent: the node sent to the target
+	Parent        uint64                 `protobuf:"varint,16,opt,name=parent,proto3" json:"parent,omitempty"`            // the entry of this side
+	Name          string                 `protobuf:"bytes,17,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *XIntent) Reset() {
+	*x = XIntent{}
+	mi := &file_meta_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *XIntent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*XIntent) ProtoMessage() {}
+
+func (x *XIntent) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use XIntent.ProtoReflect.Descriptor instead.
+func (*XIntent) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *XIntent) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *XIntent) GetRole() uint32 {
+	if x != nil {
+		return x.Role
+	}
+	return 0
+}
+
+func (x *XIntent) GetState() uint32 {
+	if x != nil {
+		return x.State
+	}
+	return 0
+}
+
+func (x *XIntent) GetPeer() uint32 {
+	if x != nil {
+		return x.Peer
+	}
+	return 0
+}
+
+func (x *XIntent) GetAgeNs() int64 {
+	if x != nil {
+		return x.AgeNs
+	}
+	return 0
+}
+
+func (x *XIntent) GetImage() *XNode {
+	if x != nil {
+		return x.Image
+	}
+	return nil
+}
+
+func (x *XIntent) GetParent() uint64 {
+	if x != nil {
+		return x.Parent
+	}
+	return 0
+}
+
+func (x *XIntent) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type XIntentListReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Intents       []*XIntent             `protobuf:"bytes,10,rep,name=intents,proto3" json:"intents,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *XIntentListReply) Reset() {
+	*x = XIntentListReply{}
+	mi := &file_meta_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *XIntentListReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*XIntentListReply) ProtoMessage() {}
+
+func (x *XIntentListReply) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use XIntentListReply.ProtoReflect.Descriptor instead.
+func (*XIntentListReply) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *XIntentListReply) GetIntents() []*XIntent {
+	if x != nil {
+		return x.Intents
+	}
+	return nil
+}
+
 var File_meta_proto protoreflect.FileDescriptor
 
 const file_meta_proto_rawDesc = "" +
@@ -3381,14 +7012,16 @@ const file_meta_proto_rawDesc = "" +
 	"\fEntryRequest\x12\x16\n" +
 	"\x06parent\x18\x01 \x01(\x04R\x06parent\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
-	"\x04name\x18\x03 \x01(\tR\x04name\"\x8f\x01\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\"\xa5\x01\n" +
 	"\rCreateRequest\x12\x16\n" +
 	"\x06parent\x18\x01 \x01(\x04R\x06parent\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x12\n" +
 	"\x04mode\x18\a \x01(\rR\x04mode\x12\x12\n" +
 	"\x04rdev\x18\b \x01(\rR\x04rdev\x12\x16\n" +
-	"\x06target\x18\t \x01(\tR\x06target\"\xce\x01\n" +
+	"\x06target\x18\t \x01(\tR\x06target\x12\x14\n" +
+	"\x05umask\x18\n" +
+	" \x01(\rR\x05umask\"\xce\x01\n" +
 	"\x0eSetattrRequest\x12\x10\n" +
 	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x14\n" +
@@ -3435,7 +7068,7 @@ const file_meta_proto_rawDesc = "" +
 	"\tAttrReply\x12(\n" +
 	"\x04attr\x18\x01 \x01(\v2\x14.canopy.meta.v1.AttrR\x04attr\"'\n" +
 	"\rReadlinkReply\x12\x16\n" +
-	"\x06target\x18\x01 \x01(\tR\x06target\"\xcb\x01\n" +
+	"\x06target\x18\x01 \x01(\tR\x06target\"\x8d\x02\n" +
 	"\vStatfsReply\x12\x1f\n" +
 	"\vtotal_bytes\x18\x01 \x01(\x04R\n" +
 	"totalBytes\x12\x1d\n" +
@@ -3446,7 +7079,11 @@ const file_meta_proto_rawDesc = "" +
 	"usedInodes\x12\x1d\n" +
 	"\n" +
 	"block_size\x18\x05 \x01(\rR\tblockSize\x12\x19\n" +
-	"\bmax_name\x18\x06 \x01(\rR\amaxName\"N\n" +
+	"\bmax_name\x18\x06 \x01(\rR\amaxName\x12\x1f\n" +
+	"\vtrash_files\x18\a \x01(\x04R\n" +
+	"trashFiles\x12\x1f\n" +
+	"\vtrash_bytes\x18\b \x01(\x04R\n" +
+	"trashBytes\"N\n" +
 	"\fSummaryReply\x12\x12\n" +
 	"\x04dirs\x18\x01 \x01(\x04R\x04dirs\x12\x14\n" +
 	"\x05files\x18\x02 \x01(\x04R\x05files\x12\x14\n" +
@@ -3461,7 +7098,7 @@ const file_meta_proto_rawDesc = "" +
 	"XattrReply\x12\x14\n" +
 	"\x05value\x18\x01 \x01(\fR\x05value\"&\n" +
 	"\x0eXattrListReply\x12\x14\n" +
-	"\x05names\x18\x01 \x03(\tR\x05names\"\xe5\x01\n" +
+	"\x05names\x18\x01 \x03(\tR\x05names\"\xa2\x02\n" +
 	"\tLogRecord\x12\x17\n" +
 	"\atime_ns\x18\x01 \x01(\x03R\x06timeNs\x12\x1b\n" +
 	"\tclient_id\x18\x02 \x01(\fR\bclientId\x12\x17\n" +
@@ -3471,7 +7108,10 @@ const file_meta_proto_rawDesc = "" +
 	"\x03gid\x18\x06 \x01(\rR\x03gid\x12\x16\n" +
 	"\x06groups\x18\a \x03(\rR\x06groups\x12\x18\n" +
 	"\arequest\x18\b \x01(\fR\arequest\x12\x1b\n" +
-	"\tkept_open\x18\t \x01(\bR\bkeptOpen\"e\n" +
+	"\tkept_open\x18\t \x01(\bR\bkeptOpen\x12;\n" +
+	"\vsession_end\x18\n" +
+	" \x01(\x0e2\x1a.canopy.meta.v1.SessionEndR\n" +
+	"sessionEnd\"e\n" +
 	"\vVolumeReply\x12\x18\n" +
 	"\astorage\x18\x01 \x01(\tR\astorage\x12\x1d\n" +
 	"\n" +
@@ -3498,7 +7138,10 @@ const file_meta_proto_rawDesc = "" +
 	"\x03ino\x18\x01 \x01(\x04R\x03ino\x122\n" +
 	"\x06writes\x18\a \x03(\v2\x1a.canopy.meta.v1.SliceWriteR\x06writes\x12\x12\n" +
 	"\x04size\x18\b \x01(\x04R\x04size\x12\x19\n" +
-	"\bmtime_ns\x18\t \x01(\x03R\amtimeNs\"Q\n" +
+	"\bmtime_ns\x18\t \x01(\x03R\amtimeNs\";\n" +
+	"\rConcatRequest\x12\x10\n" +
+	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x18\n" +
+	"\asources\x18\a \x03(\x04R\asources\"Q\n" +
 	"\x11ReadChunksRequest\x12\x10\n" +
 	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x14\n" +
 	"\x05chunk\x18\a \x01(\rR\x05chunk\x12\x14\n" +
@@ -3582,7 +7225,319 @@ const file_meta_proto_rawDesc = "" +
 	"\rremove_mounts\x18\t \x03(\tR\fremoveMounts\x124\n" +
 	"\n" +
 	"set_routes\x18\n" +
-	" \x03(\v2\x15.canopy.meta.v1.RouteR\tsetRoutes*\x8d\x04\n" +
+	" \x03(\v2\x15.canopy.meta.v1.RouteR\tsetRoutes\"\x7f\n" +
+	"\vDumpRequest\x12\x10\n" +
+	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x16\n" +
+	"\x06handle\x18\n" +
+	" \x01(\x04R\x06handle\x12\x16\n" +
+	"\x06offset\x18\v \x01(\x04R\x06offset\x12\x14\n" +
+	"\x05limit\x18\f \x01(\rR\x05limit\x12\x18\n" +
+	"\asubtree\x18\r \x01(\bR\asubtree\"\xd9\x01\n" +
+	"\tDumpReply\x12\x16\n" +
+	"\x06handle\x18\x01 \x01(\x04R\x06handle\x12\x10\n" +
+	"\x03lsn\x18\x02 \x01(\x04R\x03lsn\x12\x1c\n" +
+	"\tpartition\x18\x03 \x01(\rR\tpartition\x12\x14\n" +
+	"\x05total\x18\x04 \x01(\x04R\x05total\x12\x16\n" +
+	"\x06offset\x18\x05 \x01(\x04R\x06offset\x12\x12\n" +
+	"\x04data\x18\x06 \x01(\fR\x04data\x12\x10\n" +
+	"\x03eof\x18\a \x01(\bR\x03eof\x12\x14\n" +
+	"\x05nodes\x18\b \x01(\x04R\x05nodes\x12\x1a\n" +
+	"\bencoding\x18\t \x01(\bR\bencoding\"!\n" +
+	"\rStatusRequest\x12\x10\n" +
+	"\x03ino\x18\x01 \x01(\x04R\x03ino\"\xa1\x06\n" +
+	"\vStatusReply\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x12\x10\n" +
+	"\x03dir\x18\x03 \x01(\tR\x03dir\x12\x1d\n" +
+	"\n" +
+	"started_ns\x18\x04 \x01(\x03R\tstartedNs\x12\x14\n" +
+	"\x05nodes\x18\x05 \x01(\x04R\x05nodes\x12\x1d\n" +
+	"\n" +
+	"used_bytes\x18\x06 \x01(\x04R\tusedBytes\x12\x1d\n" +
+	"\n" +
+	"open_files\x18\a \x01(\x04R\topenFiles\x12%\n" +
+	"\x0egarbage_slices\x18\b \x01(\x04R\rgarbageSlices\x12\x10\n" +
+	"\x03lsn\x18\t \x01(\x04R\x03lsn\x12%\n" +
+	"\x0echeckpoint_lsn\x18\n" +
+	" \x01(\x04R\rcheckpointLsn\x12%\n" +
+	"\x0eresident_bytes\x18\v \x01(\x04R\rresidentBytes\x126\n" +
+	"\aclients\x18\f \x03(\v2\x1c.canopy.meta.v1.ClientStatusR\aclients\x12\x14\n" +
+	"\x05locks\x18\r \x01(\x04R\x05locks\x12\x1f\n" +
+	"\vtrash_files\x18\x0e \x01(\x04R\n" +
+	"trashFiles\x12\x1f\n" +
+	"\vtrash_bytes\x18\x0f \x01(\x04R\n" +
+	"trashBytes\x127\n" +
+	"\tcollector\x18\x10 \x01(\v2\x19.canopy.meta.v1.RunRecordR\tcollector\x12-\n" +
+	"\x04fsck\x18\x11 \x01(\v2\x19.canopy.meta.v1.RunRecordR\x04fsck\x12\x16\n" +
+	"\x06quotas\x18\x12 \x01(\x04R\x06quotas\x12&\n" +
+	"\x0fquota_max_files\x18\x13 \x01(\x04R\rquotaMaxFiles\x12&\n" +
+	"\x0fquota_max_bytes\x18\x14 \x01(\x04R\rquotaMaxBytes\x12\x1f\n" +
+	"\vquota_files\x18\x15 \x01(\x04R\n" +
+	"quotaFiles\x12\x1f\n" +
+	"\vquota_bytes\x18\x16 \x01(\x04R\n" +
+	"quotaBytes\x12&\n" +
+	"\x0fquotas_at_limit\x18\x17 \x01(\x04R\rquotasAtLimitJ\x04\b(\x10<\"\xfc\x02\n" +
+	"\tRunRecord\x12\x19\n" +
+	"\bstart_ns\x18\x01 \x01(\x03R\astartNs\x12\x1f\n" +
+	"\vduration_ns\x18\x02 \x01(\x03R\n" +
+	"durationNs\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12\x12\n" +
+	"\x04host\x18\x04 \x01(\tR\x04host\x12#\n" +
+	"\rslices_purged\x18\x05 \x01(\x04R\fslicesPurged\x12'\n" +
+	"\x0fobjects_deleted\x18\x06 \x01(\x04R\x0eobjectsDeleted\x12\x14\n" +
+	"\x05swept\x18\a \x01(\bR\x05swept\x12'\n" +
+	"\x0forphans_deleted\x18\b \x01(\x04R\x0eorphansDeleted\x12\x18\n" +
+	"\aobjects\x18\t \x01(\x04R\aobjects\x12\x18\n" +
+	"\aorphans\x18\n" +
+	" \x01(\x04R\aorphans\x12\x18\n" +
+	"\amissing\x18\v \x01(\x04R\amissing\x12\x16\n" +
+	"\x06repair\x18\f \x01(\bR\x06repair\x12\x16\n" +
+	"\x06zeroed\x18\r \x01(\x04R\x06zeroed\"\xc4\x01\n" +
+	"\fClientStatus\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\fR\x02id\x12\x12\n" +
+	"\x04host\x18\x02 \x01(\tR\x04host\x12\x10\n" +
+	"\x03pid\x18\x03 \x01(\rR\x03pid\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\tR\aversion\x12\x19\n" +
+	"\bsince_ns\x18\x05 \x01(\x03R\asinceNs\x12\x14\n" +
+	"\x05mount\x18\x06 \x01(\tR\x05mount\x12\x1d\n" +
+	"\n" +
+	"open_files\x18\a \x01(\rR\topenFiles\x12\x14\n" +
+	"\x05locks\x18\b \x01(\rR\x05locks\"y\n" +
+	"\x0fAnnounceRequest\x12\x10\n" +
+	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x12\n" +
+	"\x04host\x18\n" +
+	" \x01(\tR\x04host\x12\x10\n" +
+	"\x03pid\x18\v \x01(\rR\x03pid\x12\x18\n" +
+	"\aversion\x18\f \x01(\tR\aversion\x12\x14\n" +
+	"\x05mount\x18\r \x01(\tR\x05mount\")\n" +
+	"\aIDRange\x12\x0e\n" +
+	"\x02lo\x18\x01 \x01(\rR\x02lo\x12\x0e\n" +
+	"\x02hi\x18\x02 \x01(\rR\x02hi\"\xf2\x03\n" +
+	"\n" +
+	"Credential\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12+\n" +
+	"\x04uids\x18\x03 \x03(\v2\x17.canopy.meta.v1.IDRangeR\x04uids\x12+\n" +
+	"\x04gids\x18\x04 \x03(\v2\x17.canopy.meta.v1.IDRangeR\x04gids\x12\x1b\n" +
+	"\tread_only\x18\x05 \x01(\bR\breadOnly\x12\x1d\n" +
+	"\n" +
+	"allow_root\x18\x06 \x01(\bR\tallowRoot\x12\x1d\n" +
+	"\n" +
+	"expires_ns\x18\a \x01(\x03R\texpiresNs\x12\x1c\n" +
+	"\taddresses\x18\b \x03(\tR\taddresses\x12\x14\n" +
+	"\x05admin\x18\t \x01(\bR\x05admin\x12\x1d\n" +
+	"\n" +
+	"created_ns\x18\n" +
+	" \x01(\x03R\tcreatedNs\x12\x1d\n" +
+	"\n" +
+	"squash_uid\x18\v \x01(\rR\tsquashUid\x12\x1d\n" +
+	"\n" +
+	"squash_gid\x18\f \x01(\rR\tsquashGid\x12\x1e\n" +
+	"\n" +
+	"generation\x18\r \x01(\x04R\n" +
+	"generation\x12\x1d\n" +
+	"\n" +
+	"token_hash\x18\x0e \x01(\fR\ttokenHash\x12\x16\n" +
+	"\x06router\x18\x0f \x01(\bR\x06router\x12\x1f\n" +
+	"\vcert_sha256\x18\x10 \x01(\fR\n" +
+	"certSha256\"N\n" +
+	"\x0eAuthTableReply\x12<\n" +
+	"\vcredentials\x18\x01 \x03(\v2\x1a.canopy.meta.v1.CredentialR\vcredentials\"a\n" +
+	"\x0fAuthSyncRequest\x12\x10\n" +
+	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12<\n" +
+	"\vcredentials\x18\n" +
+	" \x03(\v2\x1a.canopy.meta.v1.CredentialR\vcredentials\"\x82\x01\n" +
+	"\x0eAuthAddRequest\x12\x10\n" +
+	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12:\n" +
+	"\n" +
+	"credential\x18\a \x01(\v2\x1a.canopy.meta.v1.CredentialR\n" +
+	"credential\x12\"\n" +
+	"\rexpires_in_ns\x18\b \x01(\x03R\vexpiresInNs\"7\n" +
+	"\x0fAuthNameRequest\x12\x10\n" +
+	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x12\n" +
+	"\x04name\x18\a \x01(\tR\x04name\"X\n" +
+	"\x11AuthRotateRequest\x12\x10\n" +
+	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x12\n" +
+	"\x04name\x18\a \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"token_hash\x18\b \x01(\fR\ttokenHash\"M\n" +
+	"\x0fCredentialReply\x12:\n" +
+	"\n" +
+	"credential\x18\x01 \x01(\v2\x1a.canopy.meta.v1.CredentialR\n" +
+	"credential\"M\n" +
+	"\rAuthListReply\x12<\n" +
+	"\vcredentials\x18\x01 \x03(\v2\x1a.canopy.meta.v1.CredentialR\vcredentials\"&\n" +
+	"\fGroupRequest\x12\x16\n" +
+	"\x06verify\x18\x01 \x01(\bR\x06verify\"\xad\x03\n" +
+	"\n" +
+	"GroupReply\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\x12\x12\n" +
+	"\x04addr\x18\x03 \x01(\tR\x04addr\x12\x16\n" +
+	"\x06leader\x18\x04 \x01(\x04R\x06leader\x12\x1f\n" +
+	"\vleader_addr\x18\x05 \x01(\tR\n" +
+	"leaderAddr\x12\x12\n" +
+	"\x04role\x18\x06 \x01(\tR\x04role\x12\x12\n" +
+	"\x04term\x18\a \x01(\x04R\x04term\x12\x16\n" +
+	"\x06commit\x18\b \x01(\x04R\x06commit\x12\x18\n" +
+	"\aapplied\x18\t \x01(\x04R\aapplied\x12\x12\n" +
+	"\x04last\x18\n" +
+	" \x01(\x04R\x04last\x12\x1a\n" +
+	"\bsnapshot\x18\v \x01(\x04R\bsnapshot\x125\n" +
+	"\amembers\x18\f \x03(\v2\x1b.canopy.meta.v1.GroupMemberR\amembers\x12\x1f\n" +
+	"\vstate_index\x18\r \x01(\x04R\n" +
+	"stateIndex\x12!\n" +
+	"\fstate_sha256\x18\x0e \x01(\fR\vstateSha256\x12\x1f\n" +
+	"\vcheck_error\x18\x0f \x01(\tR\n" +
+	"checkError\"&\n" +
+	"\x14GroupTransferRequest\x12\x0e\n" +
+	"\x02to\x18\x01 \x01(\x04R\x02to\"\x85\x01\n" +
+	"\x0fGroupAddRequest\x12\x0e\n" +
+	"\x02id\x18\n" +
+	" \x01(\x04R\x02id\x12\x12\n" +
+	"\x04addr\x18\v \x01(\tR\x04addr\x12\x1b\n" +
+	"\traft_addr\x18\f \x01(\tR\braftAddr\x12\x17\n" +
+	"\await_ms\x18\r \x01(\rR\x06waitMs\x12\x18\n" +
+	"\alearner\x18\x0e \x01(\bR\alearner\"$\n" +
+	"\x12GroupRemoveRequest\x12\x0e\n" +
+	"\x02id\x18\n" +
+	" \x01(\x04R\x02id\"\xa1\x01\n" +
+	"\vGroupMember\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
+	"\x04addr\x18\x02 \x01(\tR\x04addr\x12\x18\n" +
+	"\alearner\x18\x03 \x01(\bR\alearner\x12\x14\n" +
+	"\x05match\x18\x04 \x01(\x04R\x05match\x12\x10\n" +
+	"\x03lag\x18\x05 \x01(\x04R\x03lag\x12\x14\n" +
+	"\x05state\x18\x06 \x01(\tR\x05state\x12\x16\n" +
+	"\x06active\x18\a \x01(\bR\x06active\"q\n" +
+	"\x0fQuotaSetRequest\x12\x10\n" +
+	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1b\n" +
+	"\tmax_files\x18\n" +
+	" \x01(\x04R\bmaxFiles\x12\x1b\n" +
+	"\tmax_bytes\x18\v \x01(\x04R\bmaxBytes\"\x93\x01\n" +
+	"\x05Quota\x12\x10\n" +
+	"\x03dir\x18\x01 \x01(\x04R\x03dir\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1b\n" +
+	"\tmax_files\x18\x03 \x01(\x04R\bmaxFiles\x12\x1b\n" +
+	"\tmax_bytes\x18\x04 \x01(\x04R\bmaxBytes\x12\x14\n" +
+	"\x05files\x18\x05 \x01(\x04R\x05files\x12\x14\n" +
+	"\x05bytes\x18\x06 \x01(\x04R\x05bytes\"9\n" +
+	"\n" +
+	"QuotaReply\x12+\n" +
+	"\x05quota\x18\x01 \x01(\v2\x15.canopy.meta.v1.QuotaR\x05quota\"?\n" +
+	"\x0eQuotaListReply\x12-\n" +
+	"\x06quotas\x18\x01 \x03(\v2\x15.canopy.meta.v1.QuotaR\x06quotas\"~\n" +
+	"\rQuotaMismatch\x12+\n" +
+	"\x05quota\x18\x01 \x01(\v2\x15.canopy.meta.v1.QuotaR\x05quota\x12\x1f\n" +
+	"\vcount_files\x18\x02 \x01(\x04R\n" +
+	"countFiles\x12\x1f\n" +
+	"\vcount_bytes\x18\x03 \x01(\x04R\n" +
+	"countBytes\"h\n" +
+	"\x0fQuotaCheckReply\x12\x16\n" +
+	"\x06quotas\x18\x01 \x01(\rR\x06quotas\x12=\n" +
+	"\n" +
+	"mismatches\x18\x02 \x03(\v2\x1d.canopy.meta.v1.QuotaMismatchR\n" +
+	"mismatches\"\xdc\x01\n" +
+	"\n" +
+	"TrashEntry\x12\x12\n" +
+	"\x04hour\x18\x01 \x01(\tR\x04hour\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
+	"\x03ino\x18\x03 \x01(\x04R\x03ino\x12\x16\n" +
+	"\x06parent\x18\x04 \x01(\x04R\x06parent\x12\x12\n" +
+	"\x04orig\x18\x05 \x01(\tR\x04orig\x12\x12\n" +
+	"\x04path\x18\x06 \x01(\tR\x04path\x12(\n" +
+	"\x04attr\x18\a \x01(\v2\x14.canopy.meta.v1.AttrR\x04attr\x12\x14\n" +
+	"\x05files\x18\b \x01(\x04R\x05files\x12\x14\n" +
+	"\x05bytes\x18\t \x01(\x04R\x05bytes\"\x86\x01\n" +
+	"\x0eTrashListReply\x124\n" +
+	"\aentries\x18\x01 \x03(\v2\x1a.canopy.meta.v1.TrashEntryR\aentries\x12\x12\n" +
+	"\x04days\x18\x02 \x01(\rR\x04days\x12\x14\n" +
+	"\x05files\x18\x03 \x01(\x04R\x05files\x12\x14\n" +
+	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\"c\n" +
+	"\x13TrashRestoreRequest\x12\x10\n" +
+	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
+	"\x04hour\x18\n" +
+	" \x01(\tR\x04hour\x12\x12\n" +
+	"\x04name\x18\v \x01(\tR\x04name\"A\n" +
+	"\x11TrashRestoreReply\x12\x14\n" +
+	"\x05paths\x18\x01 \x03(\tR\x05paths\x12\x16\n" +
+	"\x06failed\x18\x02 \x01(\tR\x06failed\"o\n" +
+	"\x11TrashPurgeRequest\x12\x10\n" +
+	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\"\n" +
+	"\rolder_than_ns\x18\n" +
+	" \x01(\x03R\volderThanNs\x12\x10\n" +
+	"\x03all\x18\v \x01(\bR\x03all\"=\n" +
+	"\x0fTrashPurgeReply\x12\x14\n" +
+	"\x05files\x18\x01 \x01(\x04R\x05files\x12\x14\n" +
+	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"\xb0\x02\n" +
+	"\x05XNode\x12\x12\n" +
+	"\x04mode\x18\n" +
+	" \x01(\rR\x04mode\x12\x10\n" +
+	"\x03uid\x18\v \x01(\rR\x03uid\x12\x10\n" +
+	"\x03gid\x18\f \x01(\rR\x03gid\x12\x12\n" +
+	"\x04size\x18\r \x01(\x04R\x04size\x12\x19\n" +
+	"\batime_ns\x18\x0e \x01(\x03R\aatimeNs\x12\x19\n" +
+	"\bmtime_ns\x18\x0f \x01(\x03R\amtimeNs\x12\x19\n" +
+	"\bctime_ns\x18\x10 \x01(\x03R\actimeNs\x12\x12\n" +
+	"\x04rdev\x18\x11 \x01(\rR\x04rdev\x12\x16\n" +
+	"\x06target\x18\x12 \x01(\tR\x06target\x12.\n" +
+	"\x06xattrs\x18\x13 \x03(\v2\x16.canopy.meta.v1.XXattrR\x06xattrs\x12.\n" +
+	"\x06chunks\x18\x14 \x03(\v2\x16.canopy.meta.v1.XChunkR\x06chunks\"2\n" +
+	"\x06XXattr\x12\x12\n" +
+	"\x04name\x18\n" +
+	" \x01(\tR\x04name\x12\x14\n" +
+	"\x05value\x18\v \x01(\fR\x05value\"N\n" +
+	"\x06XChunk\x12\x14\n" +
+	"\x05index\x18\n" +
+	" \x01(\rR\x05index\x12.\n" +
+	"\x06slices\x18\v \x03(\v2\x16.canopy.meta.v1.XSliceR\x06slices\"b\n" +
+	"\x06XSlice\x12\x0e\n" +
+	"\x02id\x18\n" +
+	" \x01(\x04R\x02id\x12\x12\n" +
+	"\x04size\x18\v \x01(\rR\x04size\x12\x10\n" +
+	"\x03off\x18\f \x01(\rR\x03off\x12\x10\n" +
+	"\x03len\x18\r \x01(\rR\x03len\x12\x10\n" +
+	"\x03pos\x18\x0e \x01(\rR\x03pos\"\xaa\x01\n" +
+	"\x0fXPrepareRequest\x12\x16\n" +
+	"\x06parent\x18\x01 \x01(\x04R\x06parent\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x0e\n" +
+	"\x02id\x18\n" +
+	" \x01(\fR\x02id\x12\x14\n" +
+	"\x05flags\x18\v \x01(\rR\x05flags\x12\x12\n" +
+	"\x04peer\x18\f \x01(\rR\x04peer\x12\x1d\n" +
+	"\n" +
+	"source_dir\x18\r \x01(\bR\tsourceDir\"v\n" +
+	"\rXPrepareReply\x12\x10\n" +
+	"\x03dir\x18\n" +
+	" \x01(\bR\x03dir\x12+\n" +
+	"\x05image\x18\v \x01(\v2\x15.canopy.meta.v1.XNodeR\x05image\x12\x10\n" +
+	"\x03ino\x18\f \x01(\x04R\x03ino\x12\x14\n" +
+	"\x05state\x18\r \x01(\rR\x05state\"_\n" +
+	"\x0eXIntentRequest\x12\x10\n" +
+	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x0e\n" +
+	"\x02id\x18\n" +
+	" \x01(\fR\x02id\x12+\n" +
+	"\x05image\x18\v \x01(\v2\x15.canopy.meta.v1.XNodeR\x05image\"$\n" +
+	"\fXIntentReply\x12\x14\n" +
+	"\x05state\x18\n" +
+	" \x01(\rR\x05state\"\xc7\x01\n" +
+	"\aXIntent\x12\x0e\n" +
+	"\x02id\x18\n" +
+	" \x01(\fR\x02id\x12\x12\n" +
+	"\x04role\x18\v \x01(\rR\x04role\x12\x14\n" +
+	"\x05state\x18\f \x01(\rR\x05state\x12\x12\n" +
+	"\x04peer\x18\r \x01(\rR\x04peer\x12\x15\n" +
+	"\x06age_ns\x18\x0e \x01(\x03R\x05ageNs\x12+\n" +
+	"\x05image\x18\x0f \x01(\v2\x15.canopy.meta.v1.XNodeR\x05image\x12\x16\n" +
+	"\x06parent\x18\x10 \x01(\x04R\x06parent\x12\x12\n" +
+	"\x04name\x18\x11 \x01(\tR\x04name\"E\n" +
+	"\x10XIntentListReply\x121\n" +
+	"\aintents\x18\n" +
+	" \x03(\v2\x17.canopy.meta.v1.XIntentR\aintents*\xd3\b\n" +
 	"\x06Method\x12\x16\n" +
 	"\x12METHOD_UNSPECIFIED\x10\x00\x12\b\n" +
 	"\x04NULL\x10\x01\x12\n" +
@@ -3630,7 +7585,46 @@ const file_meta_proto_rawDesc = "" +
 	"\tHEARTBEAT\x10#\x12\x0e\n" +
 	"\n" +
 	"TABLES_GET\x10(\x12\x11\n" +
-	"\rTABLES_UPDATE\x10)*\xba\x01\n" +
+	"\rTABLES_UPDATE\x10)\x12\b\n" +
+	"\x04DUMP\x10<\x12\n" +
+	"\n" +
+	"\x06STATUS\x10=\x12\f\n" +
+	"\bANNOUNCE\x10>\x12\f\n" +
+	"\bAUTH_ADD\x10P\x12\r\n" +
+	"\tAUTH_LIST\x10Q\x12\x0f\n" +
+	"\vAUTH_REMOVE\x10R\x12\x0f\n" +
+	"\vAUTH_ROTATE\x10S\x12\x0f\n" +
+	"\vSESSION_END\x10T\x12\x0e\n" +
+	"\n" +
+	"AUTH_TABLE\x10U\x12\r\n" +
+	"\tAUTH_SYNC\x10V\x12\x0f\n" +
+	"\vAUTH_WHOAMI\x10W\x12\n" +
+	"\n" +
+	"\x06CONCAT\x10Z\x12\b\n" +
+	"\x04SYNC\x10[\x12\x10\n" +
+	"\fGROUP_STATUS\x100\x12\x12\n" +
+	"\x0eGROUP_TRANSFER\x101\x12\r\n" +
+	"\tGROUP_ADD\x102\x12\x10\n" +
+	"\fGROUP_REMOVE\x103\x12\r\n" +
+	"\tQUOTA_SET\x10d\x12\r\n" +
+	"\tQUOTA_GET\x10e\x12\x0e\n" +
+	"\n" +
+	"QUOTA_LIST\x10f\x12\x10\n" +
+	"\fQUOTA_REMOVE\x10g\x12\x0f\n" +
+	"\vQUOTA_CHECK\x10h\x12\x10\n" +
+	"\fQUOTA_REPAIR\x10i\x12\x0e\n" +
+	"\n" +
+	"TRASH_LIST\x10j\x12\x11\n" +
+	"\rTRASH_RESTORE\x10k\x12\x0f\n" +
+	"\vTRASH_PURGE\x10l\x12\x17\n" +
+	"\x13XRENAME_PREPARE_SRC\x10x\x12\x17\n" +
+	"\x13XRENAME_PREPARE_DST\x10y\x12\x16\n" +
+	"\x12XRENAME_COMMIT_SRC\x10z\x12\x16\n" +
+	"\x12XRENAME_COMMIT_DST\x10{\x12\x11\n" +
+	"\rXRENAME_ABORT\x10|\x12\x12\n" +
+	"\x0eXRENAME_FORGET\x10}\x12\x11\n" +
+	"\rXRENAME_STATE\x10~\x12\x10\n" +
+	"\fXRENAME_LIST\x10\x7f*\xd2\x01\n" +
 	"\vSetattrMask\x12\x10\n" +
 	"\fSETATTR_NONE\x10\x00\x12\x10\n" +
 	"\fSETATTR_MODE\x10\x01\x12\x0f\n" +
@@ -3640,7 +7634,8 @@ const file_meta_proto_rawDesc = "" +
 	"\rSETATTR_ATIME\x10\x10\x12\x11\n" +
 	"\rSETATTR_MTIME\x10 \x12\x15\n" +
 	"\x11SETATTR_ATIME_NOW\x10@\x12\x16\n" +
-	"\x11SETATTR_MTIME_NOW\x10\x80\x01*H\n" +
+	"\x11SETATTR_MTIME_NOW\x10\x80\x01\x12\x16\n" +
+	"\x11SETATTR_OPEN_FILE\x10\x80\x02*H\n" +
 	"\n" +
 	"RenameFlag\x12\x0f\n" +
 	"\vRENAME_NONE\x10\x00\x12\x14\n" +
@@ -3649,7 +7644,12 @@ const file_meta_proto_rawDesc = "" +
 	"\tXattrFlag\x12\r\n" +
 	"\tXATTR_ANY\x10\x00\x12\x10\n" +
 	"\fXATTR_CREATE\x10\x01\x12\x11\n" +
-	"\rXATTR_REPLACE\x10\x02B'Z%github.com/canopyfs/canopy/api/metapbb\x06proto3"
+	"\rXATTR_REPLACE\x10\x02*O\n" +
+	"\n" +
+	"SessionEnd\x12\x14\n" +
+	"\x10SESSION_END_NONE\x10\x00\x12\x16\n" +
+	"\x12SESSION_END_CLIENT\x10\x01\x12\x13\n" +
+	"\x0fSESSION_END_ALL\x10\x02B'Z%github.com/canopyfs/canopy/api/metapbb\x06proto3"
 
 var (
 	file_meta_proto_rawDescOnce sync.Once
@@ -3663,79 +7663,150 @@ func file_meta_proto_rawDescGZIP() []byte {
 	return file_meta_proto_rawDescData
 }
 
-var file_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 90)
 var file_meta_proto_goTypes = []any{
-	(Method)(0),                // 0: canopy.meta.v1.Method
-	(SetattrMask)(0),           // 1: canopy.meta.v1.SetattrMask
-	(RenameFlag)(0),            // 2: canopy.meta.v1.RenameFlag
-	(XattrFlag)(0),             // 3: canopy.meta.v1.XattrFlag
-	(*Attr)(nil),               // 4: canopy.meta.v1.Attr
-	(*NullRequest)(nil),        // 5: canopy.meta.v1.NullRequest
-	(*ErrorDetail)(nil),        // 6: canopy.meta.v1.ErrorDetail
-	(*NullReply)(nil),          // 7: canopy.meta.v1.NullReply
-	(*Empty)(nil),              // 8: canopy.meta.v1.Empty
-	(*NodeRequest)(nil),        // 9: canopy.meta.v1.NodeRequest
-	(*EntryRequest)(nil),       // 10: canopy.meta.v1.EntryRequest
-	(*CreateRequest)(nil),      // 11: canopy.meta.v1.CreateRequest
-	(*SetattrRequest)(nil),     // 12: canopy.meta.v1.SetattrRequest
-	(*RenameRequest)(nil),      // 13: canopy.meta.v1.RenameRequest
-	(*LinkRequest)(nil),        // 14: canopy.meta.v1.LinkRequest
-	(*ReaddirRequest)(nil),     // 15: canopy.meta.v1.ReaddirRequest
-	(*Dirent)(nil),             // 16: canopy.meta.v1.Dirent
-	(*ReaddirReply)(nil),       // 17: canopy.meta.v1.ReaddirReply
-	(*AttrReply)(nil),          // 18: canopy.meta.v1.AttrReply
-	(*ReadlinkReply)(nil),      // 19: canopy.meta.v1.ReadlinkReply
-	(*StatfsReply)(nil),        // 20: canopy.meta.v1.StatfsReply
-	(*SummaryReply)(nil),       // 21: canopy.meta.v1.SummaryReply
-	(*XattrRequest)(nil),       // 22: canopy.meta.v1.XattrRequest
-	(*XattrReply)(nil),         // 23: canopy.meta.v1.XattrReply
-	(*XattrListReply)(nil),     // 24: canopy.meta.v1.XattrListReply
-	(*LogRecord)(nil),          // 25: canopy.meta.v1.LogRecord
-	(*VolumeReply)(nil),        // 26: canopy.meta.v1.VolumeReply
-	(*Slice)(nil),              // 27: canopy.meta.v1.Slice
-	(*AllocSlicesRequest)(nil), // 28: canopy.meta.v1.AllocSlicesRequest
-	(*AllocSlicesReply)(nil),   // 29: canopy.meta.v1.AllocSlicesReply
-	(*SliceWrite)(nil),         // 30: canopy.meta.v1.SliceWrite
-	(*CommitRequest)(nil),      // 31: canopy.meta.v1.CommitRequest
-	(*ReadChunksRequest)(nil),  // 32: canopy.meta.v1.ReadChunksRequest
-	(*ChunkView)(nil),          // 33: canopy.meta.v1.ChunkView
-	(*ReadChunksReply)(nil),    // 34: canopy.meta.v1.ReadChunksReply
-	(*OpenRequest)(nil),        // 35: canopy.meta.v1.OpenRequest
-	(*CompactRequest)(nil),     // 36: canopy.meta.v1.CompactRequest
-	(*SliceRef)(nil),           // 37: canopy.meta.v1.SliceRef
-	(*ListSlicesRequest)(nil),  // 38: canopy.meta.v1.ListSlicesRequest
-	(*ListSlicesReply)(nil),    // 39: canopy.meta.v1.ListSlicesReply
-	(*PurgeRequest)(nil),       // 40: canopy.meta.v1.PurgeRequest
-	(*LockRequest)(nil),        // 41: canopy.meta.v1.LockRequest
-	(*LockReply)(nil),          // 42: canopy.meta.v1.LockReply
-	(*HeartbeatReply)(nil),     // 43: canopy.meta.v1.HeartbeatReply
-	(*MountEntry)(nil),         // 44: canopy.meta.v1.MountEntry
-	(*Route)(nil),              // 45: canopy.meta.v1.Route
-	(*TablesRequest)(nil),      // 46: canopy.meta.v1.TablesRequest
-	(*TablesReply)(nil),        // 47: canopy.meta.v1.TablesReply
-	(*TablesUpdate)(nil),       // 48: canopy.meta.v1.TablesUpdate
+	(Method)(0),                  // 0: canopy.meta.v1.Method
+	(SetattrMask)(0),             // 1: canopy.meta.v1.SetattrMask
+	(RenameFlag)(0),              // 2: canopy.meta.v1.RenameFlag
+	(XattrFlag)(0),               // 3: canopy.meta.v1.XattrFlag
+	(SessionEnd)(0),              // 4: canopy.meta.v1.SessionEnd
+	(*Attr)(nil),                 // 5: canopy.meta.v1.Attr
+	(*NullRequest)(nil),          // 6: canopy.meta.v1.NullRequest
+	(*ErrorDetail)(nil),          // 7: canopy.meta.v1.ErrorDetail
+	(*NullReply)(nil),            // 8: canopy.meta.v1.NullReply
+	(*Empty)(nil),                // 9: canopy.meta.v1.Empty
+	(*NodeRequest)(nil),          // 10: canopy.meta.v1.NodeRequest
+	(*EntryRequest)(nil),         // 11: canopy.meta.v1.EntryRequest
+	(*CreateRequest)(nil),        // 12: canopy.meta.v1.CreateRequest
+	(*SetattrRequest)(nil),       // 13: canopy.meta.v1.SetattrRequest
+	(*RenameRequest)(nil),        // 14: canopy.meta.v1.RenameRequest
+	(*LinkRequest)(nil),          // 15: canopy.meta.v1.LinkRequest
+	(*ReaddirRequest)(nil),       // 16: canopy.meta.v1.ReaddirRequest
+	(*Dirent)(nil),               // 17: canopy.meta.v1.Dirent
+	(*ReaddirReply)(nil),         // 18: canopy.meta.v1.ReaddirReply
+	(*AttrReply)(nil),            // 19: canopy.meta.v1.AttrReply
+	(*ReadlinkReply)(nil),        // 20: canopy.meta.v1.ReadlinkReply
+	(*StatfsReply)(nil),          // 21: canopy.meta.v1.StatfsReply
+	(*SummaryReply)(nil),         // 22: canopy.meta.v1.SummaryReply
+	(*XattrRequest)(nil),         // 23: canopy.meta.v1.XattrRequest
+	(*XattrReply)(nil),           // 24: canopy.meta.v1.XattrReply
+	(*XattrListReply)(nil),       // 25: canopy.meta.v1.XattrListReply
+	(*LogRecord)(nil),            // 26: canopy.meta.v1.LogRecord
+	(*VolumeReply)(nil),          // 27: canopy.meta.v1.VolumeReply
+	(*Slice)(nil),                // 28: canopy.meta.v1.Slice
+	(*AllocSlicesRequest)(nil),   // 29: canopy.meta.v1.AllocSlicesRequest
+	(*AllocSlicesReply)(nil),     // 30: canopy.meta.v1.AllocSlicesReply
+	(*SliceWrite)(nil),           // 31: canopy.meta.v1.SliceWrite
+	(*CommitRequest)(nil),        // 32: canopy.meta.v1.CommitRequest
+	(*ConcatRequest)(nil),        // 33: canopy.meta.v1.ConcatRequest
+	(*ReadChunksRequest)(nil),    // 34: canopy.meta.v1.ReadChunksRequest
+	(*ChunkView)(nil),            // 35: canopy.meta.v1.ChunkView
+	(*ReadChunksReply)(nil),      // 36: canopy.meta.v1.ReadChunksReply
+	(*OpenRequest)(nil),          // 37: canopy.meta.v1.OpenRequest
+	(*CompactRequest)(nil),       // 38: canopy.meta.v1.CompactRequest
+	(*SliceRef)(nil),             // 39: canopy.meta.v1.SliceRef
+	(*ListSlicesRequest)(nil),    // 40: canopy.meta.v1.ListSlicesRequest
+	(*ListSlicesReply)(nil),      // 41: canopy.meta.v1.ListSlicesReply
+	(*PurgeRequest)(nil),         // 42: canopy.meta.v1.PurgeRequest
+	(*LockRequest)(nil),          // 43: canopy.meta.v1.LockRequest
+	(*LockReply)(nil),            // 44: canopy.meta.v1.LockReply
+	(*HeartbeatReply)(nil),       // 45: canopy.meta.v1.HeartbeatReply
+	(*MountEntry)(nil),           // 46: canopy.meta.v1.MountEntry
+	(*Route)(nil),                // 47: canopy.meta.v1.Route
+	(*TablesRequest)(nil),        // 48: canopy.meta.v1.TablesRequest
+	(*TablesReply)(nil),          // 49: canopy.meta.v1.TablesReply
+	(*TablesUpdate)(nil),         // 50: canopy.meta.v1.TablesUpdate
+	(*DumpRequest)(nil),          // 51: canopy.meta.v1.DumpRequest
+	(*DumpReply)(nil),            // 52: canopy.meta.v1.DumpReply
+	(*StatusRequest)(nil),        // 53: canopy.meta.v1.StatusRequest
+	(*StatusReply)(nil),          // 54: canopy.meta.v1.StatusReply
+	(*RunRecord)(nil),            // 55: canopy.meta.v1.RunRecord
+	(*ClientStatus)(nil),         // 56: canopy.meta.v1.ClientStatus
+	(*AnnounceRequest)(nil),      // 57: canopy.meta.v1.AnnounceRequest
+	(*IDRange)(nil),              // 58: canopy.meta.v1.IDRange
+	(*Credential)(nil),           // 59: canopy.meta.v1.Credential
+	(*AuthTableReply)(nil),       // 60: canopy.meta.v1.AuthTableReply
+	(*AuthSyncRequest)(nil),      // 61: canopy.meta.v1.AuthSyncRequest
+	(*AuthAddRequest)(nil),       // 62: canopy.meta.v1.AuthAddRequest
+	(*AuthNameRequest)(nil),      // 63: canopy.meta.v1.AuthNameRequest
+	(*AuthRotateRequest)(nil),    // 64: canopy.meta.v1.AuthRotateRequest
+	(*CredentialReply)(nil),      // 65: canopy.meta.v1.CredentialReply
+	(*AuthListReply)(nil),        // 66: canopy.meta.v1.AuthListReply
+	(*GroupRequest)(nil),         // 67: canopy.meta.v1.GroupRequest
+	(*GroupReply)(nil),           // 68: canopy.meta.v1.GroupReply
+	(*GroupTransferRequest)(nil), // 69: canopy.meta.v1.GroupTransferRequest
+	(*GroupAddRequest)(nil),      // 70: canopy.meta.v1.GroupAddRequest
+	(*GroupRemoveRequest)(nil),   // 71: canopy.meta.v1.GroupRemoveRequest
+	(*GroupMember)(nil),          // 72: canopy.meta.v1.GroupMember
+	(*QuotaSetRequest)(nil),      // 73: canopy.meta.v1.QuotaSetRequest
+	(*Quota)(nil),                // 74: canopy.meta.v1.Quota
+	(*QuotaReply)(nil),           // 75: canopy.meta.v1.QuotaReply
+	(*QuotaListReply)(nil),       // 76: canopy.meta.v1.QuotaListReply
+	(*QuotaMismatch)(nil),        // 77: canopy.meta.v1.QuotaMismatch
+	(*QuotaCheckReply)(nil),      // 78: canopy.meta.v1.QuotaCheckReply
+	(*TrashEntry)(nil),           // 79: canopy.meta.v1.TrashEntry
+	(*TrashListReply)(nil),       // 80: canopy.meta.v1.TrashListReply
+	(*TrashRestoreRequest)(nil),  // 81: canopy.meta.v1.TrashRestoreRequest
+	(*TrashRestoreReply)(nil),    // 82: canopy.meta.v1.TrashRestoreReply
+	(*TrashPurgeRequest)(nil),    // 83: canopy.meta.v1.TrashPurgeRequest
+	(*TrashPurgeReply)(nil),      // 84: canopy.meta.v1.TrashPurgeReply
+	(*XNode)(nil),                // 85: canopy.meta.v1.XNode
+	(*XXattr)(nil),               // 86: canopy.meta.v1.XXattr
+	(*XChunk)(nil),               // 87: canopy.meta.v1.XChunk
+	(*XSlice)(nil),               // 88: canopy.meta.v1.XSlice
+	(*XPrepareRequest)(nil),      // 89: canopy.meta.v1.XPrepareRequest
+	(*XPrepareReply)(nil),        // 90: canopy.meta.v1.XPrepareReply
+	(*XIntentRequest)(nil),       // 91: canopy.meta.v1.XIntentRequest
+	(*XIntentReply)(nil),         // 92: canopy.meta.v1.XIntentReply
+	(*XIntent)(nil),              // 93: canopy.meta.v1.XIntent
+	(*XIntentListReply)(nil),     // 94: canopy.meta.v1.XIntentListReply
 }
 var file_meta_proto_depIdxs = []int32{
-	4,  // 0: canopy.meta.v1.Dirent.attr:type_name -> canopy.meta.v1.Attr
-	16, // 1: canopy.meta.v1.ReaddirReply.entries:type_name -> canopy.meta.v1.Dirent
-	4,  // 2: canopy.meta.v1.AttrReply.attr:type_name -> canopy.meta.v1.Attr
-	27, // 3: canopy.meta.v1.SliceWrite.slice:type_name -> canopy.meta.v1.Slice
-	30, // 4: canopy.meta.v1.CommitRequest.writes:type_name -> canopy.meta.v1.SliceWrite
-	27, // 5: canopy.meta.v1.ChunkView.slices:type_name -> canopy.meta.v1.Slice
-	4,  // 6: canopy.meta.v1.ReadChunksReply.attr:type_name -> canopy.meta.v1.Attr
-	33, // 7: canopy.meta.v1.ReadChunksReply.chunks:type_name -> canopy.meta.v1.ChunkView
-	27, // 8: canopy.meta.v1.CompactRequest.slice:type_name -> canopy.meta.v1.Slice
-	37, // 9: canopy.meta.v1.ListSlicesReply.slices:type_name -> canopy.meta.v1.SliceRef
-	44, // 10: canopy.meta.v1.TablesReply.mounts:type_name -> canopy.meta.v1.MountEntry
-	45, // 11: canopy.meta.v1.TablesReply.routes:type_name -> canopy.meta.v1.Route
-	44, // 12: canopy.meta.v1.TablesUpdate.set_mounts:type_name -> canopy.meta.v1.MountEntry
-	45, // 13: canopy.meta.v1.TablesUpdate.set_routes:type_name -> canopy.meta.v1.Route
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	5,  // 0: canopy.meta.v1.Dirent.attr:type_name -> canopy.meta.v1.Attr
+	17, // 1: canopy.meta.v1.ReaddirReply.entries:type_name -> canopy.meta.v1.Dirent
+	5,  // 2: canopy.meta.v1.AttrReply.attr:type_name -> canopy.meta.v1.Attr
+	4,  // 3: canopy.meta.v1.LogRecord.session_end:type_name -> canopy.meta.v1.SessionEnd
+	28, // 4: canopy.meta.v1.SliceWrite.slice:type_name -> canopy.meta.v1.Slice
+	31, // 5: canopy.meta.v1.CommitRequest.writes:type_name -> canopy.meta.v1.SliceWrite
+	28, // 6: canopy.meta.v1.ChunkView.slices:type_name -> canopy.meta.v1.Slice
+	5,  // 7: canopy.meta.v1.ReadChunksReply.attr:type_name -> canopy.meta.v1.Attr
+	35, // 8: canopy.meta.v1.ReadChunksReply.chunks:type_name -> canopy.meta.v1.ChunkView
+	28, // 9: canopy.meta.v1.CompactRequest.slice:type_name -> canopy.meta.v1.Slice
+	39, // 10: canopy.meta.v1.ListSlicesReply.slices:type_name -> canopy.meta.v1.SliceRef
+	46, // 11: canopy.meta.v1.TablesReply.mounts:type_name -> canopy.meta.v1.MountEntry
+	47, // 12: canopy.meta.v1.TablesReply.routes:type_name -> canopy.meta.v1.Route
+	46, // 13: canopy.meta.v1.TablesUpdate.set_mounts:type_name -> canopy.meta.v1.MountEntry
+	47, // 14: canopy.meta.v1.TablesUpdate.set_routes:type_name -> canopy.meta.v1.Route
+	56, // 15: canopy.meta.v1.StatusReply.clients:type_name -> canopy.meta.v1.ClientStatus
+	55, // 16: canopy.meta.v1.StatusReply.collector:type_name -> canopy.meta.v1.RunRecord
+	55, // 17: canopy.meta.v1.StatusReply.fsck:type_name -> canopy.meta.v1.RunRecord
+	58, // 18: canopy.meta.v1.Credential.uids:type_name -> canopy.meta.v1.IDRange
+	58, // 19: canopy.meta.v1.Credential.gids:type_name -> canopy.meta.v1.IDRange
+	59, // 20: canopy.meta.v1.AuthTableReply.credentials:type_name -> canopy.meta.v1.Credential
+	59, // 21: canopy.meta.v1.AuthSyncRequest.credentials:type_name -> canopy.meta.v1.Credential
+	59, // 22: canopy.meta.v1.AuthAddRequest.credential:type_name -> canopy.meta.v1.Credential
+	59, // 23: canopy.meta.v1.CredentialReply.credential:type_name -> canopy.meta.v1.Credential
+	59, // 24: canopy.meta.v1.AuthListReply.credentials:type_name -> canopy.meta.v1.Credential
+	72, // 25: canopy.meta.v1.GroupReply.members:type_name -> canopy.meta.v1.GroupMember
+	74, // 26: canopy.meta.v1.QuotaReply.quota:type_name -> canopy.meta.v1.Quota
+	74, // 27: canopy.meta.v1.QuotaListReply.quotas:type_name -> canopy.meta.v1.Quota
+	74, // 28: canopy.meta.v1.QuotaMismatch.quota:type_name -> canopy.meta.v1.Quota
+	77, // 29: canopy.meta.v1.QuotaCheckReply.mismatches:type_name -> canopy.meta.v1.QuotaMismatch
+	5,  // 30: canopy.meta.v1.TrashEntry.attr:type_name -> canopy.meta.v1.Attr
+	79, // 31: canopy.meta.v1.TrashListReply.entries:type_name -> canopy.meta.v1.TrashEntry
+	86, // 32: canopy.meta.v1.XNode.xattrs:type_name -> canopy.meta.v1.XXattr
+	87, // 33: canopy.meta.v1.XNode.chunks:type_name -> canopy.meta.v1.XChunk
+	88, // 34: canopy.meta.v1.XChunk.slices:type_name -> canopy.meta.v1.XSlice
+	85, // 35: canopy.meta.v1.XPrepareReply.image:type_name -> canopy.meta.v1.XNode
+	85, // 36: canopy.meta.v1.XIntentRequest.image:type_name -> canopy.meta.v1.XNode
+	85, // 37: canopy.meta.v1.XIntent.image:type_name -> canopy.meta.v1.XNode
+	93, // 38: canopy.meta.v1.XIntentListReply.intents:type_name -> canopy.meta.v1.XIntent
+	39, // [39:39] is the sub-list for method output_type
+	39, // [39:39] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_meta_proto_init() }
@@ -3748,8 +7819,8 @@ func file_meta_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meta_proto_rawDesc), len(file_meta_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   45,
+			NumEnums:      5,
+			NumMessages:   90,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -9,6 +9,7 @@ import (
 func newBenchMemoryCmd() *cobra.Command {
 	var cfg bench.MemoryConfig
 	var asJSON bool
+	var big bench.BigDirConfig
 	cmd := &cobra.Command{
 		Use:   "memory",
 		Short: "Measure the metadata engine's memory per file, in this process",
@@ -18,12 +19,28 @@ this process, applying the creates as the server's apply loop does, and
 report resident memory and Go heap in use before and after (each after a
 full collection), bytes per file, the GC pauses during the build, the
 build's time, and the mean and p99 time of getattr and lookup on random
-files of the finished tree. No server is involved: --addr is not used.`,
+files of the finished tree. No server is involved: --addr is not used.
+
+With --big-dir N it measures one directory of N entries instead: creates,
+random lookups, paged readdir and rm -r's removal, each per second at its
+first and its last --window entries, and resident bytes per entry.`,
 		Example: "  canopy bench memory --files 1m\n" +
-			"  canopy bench memory --files 10m --dirs 10k --json",
+			"  canopy bench memory --files 10m --dirs 10k --json\n" +
+			"  canopy bench memory --big-dir 10m",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Progress = cmd.ErrOrStderr()
+			if big.Entries > 0 {
+				big.Progress, big.Seed = cfg.Progress, cfg.Seed
+				res, err := bench.RunBigDir(big)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return bench.WriteJSON(cmd.OutOrStdout(), res)
+				}
+				return bench.WriteBigDirTable(cmd.OutOrStdout(), res)
+			}
 			res, err := bench.RunMemory(cfg)
 			if err != nil {
 				return err
@@ -40,6 +57,8 @@ files of the finished tree. No server is involved: --addr is not used.`,
 	fl.Var(intCount{&cfg.Dirs, 0}, "dirs", "directories the files are spread over (default files/1000, at least 1)")
 	fl.Var(intCount{&cfg.Samples, 1}, "samples", "random getattrs and lookups timed after the build (each)")
 	fl.DurationVar(&cfg.SampleTime, "sample-time", bench.DefaultSampleTime, "longest each of the getattr and lookup passes lasts")
+	fl.Var(intCount{&big.Entries, 0}, "big-dir", "measure one directory of this many entries instead of a tree (0 = off)")
+	fl.Var(intCount{&big.Window, 0}, "window", "with --big-dir: operations timed at the start and the end of each pass (default 1m, at most half)")
 	fl.Uint64Var(&cfg.Seed, "seed", 0, "seed for the sampled files (0 = random)")
 	fl.BoolVar(&asJSON, "json", false, "print the result as one JSON object on the last line")
 	return cmd

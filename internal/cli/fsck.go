@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/canopyfs/canopy/client"
+	"github.com/canopyfs/canopy/internal/clientdata"
 	"github.com/canopyfs/canopy/internal/data"
 )
 
@@ -30,12 +32,14 @@ failing. Exits with status 1 if anything was found.`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.runData(&f, func(ctx context.Context, c *client.Client) error {
-				vol, err := c.DataVolume(ctx)
+				vol, err := clientdata.Volume(ctx, c)
 				if err != nil {
 					return err
 				}
-				rep, err := data.Fsck(ctx, vol.Store, c.DataAdmin(partition),
+				start := time.Now()
+				rep, err := data.Fsck(ctx, vol.Store, clientdata.Admin(c, partition),
 					data.FsckOptions{BlockSize: vol.BlockSize, Repair: repair, Grace: grace})
+				recordFsck(ctx, cmd, c, partition, start, rep, repair, err)
 				if err != nil {
 					return err
 				}
@@ -79,4 +83,22 @@ failing. Exits with status 1 if anything was found.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as one JSON object")
 	cmd.Flags().Uint16Var(&partition, "partition", 0, "partition to check")
 	return cmd
+}
+
+// recordFsck records a run of fsck on the partition's root, for `canopy
+// status`; a run it cannot record (a credential that may not act as
+// root) is only said on standard error.
+func recordFsck(ctx context.Context, cmd *cobra.Command, c *client.Client, partition uint16, start time.Time, rep *data.FsckReport, repair bool, runErr error) {
+	host, _ := os.Hostname()
+	r := client.RunInfo{Start: start, Duration: time.Since(start), Host: host, Repair: repair}
+	if runErr != nil {
+		r.Err = runErr.Error()
+	}
+	if rep != nil {
+		r.Objects, r.Orphans, r.Missing = uint64(rep.Objects), uint64(len(rep.Orphans)), uint64(len(rep.MissingObjects))
+		r.OrphansDeleted, r.ObjectsDeleted, r.Zeroed = uint64(rep.Deleted), uint64(rep.Deleted), uint64(rep.Zeroed)
+	}
+	if err := c.RecordRun(ctx, partition, client.RunFsck, r); err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "fsck: the run is not recorded for canopy status: %v\n", err)
+	}
 }

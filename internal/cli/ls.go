@@ -57,23 +57,28 @@ func (l *lister) list(ctx context.Context, c *client.Client, p string, header, b
 	if header {
 		fmt.Fprintf(l.g.out, "%s:\n", p)
 	}
-	ents, err := c.ReadDir(ctx, p)
-	if err != nil {
-		return err
-	}
-	for _, e := range ents {
+	// Entries print as their pages arrive; only the names of
+	// subdirectories are kept, for -R.
+	var subdirs []string
+	for e, err := range c.Entries(ctx, p, l.long) {
+		if err != nil {
+			return err
+		}
+		if l.recursive && e.IsDir() {
+			subdirs = append(subdirs, e.Name())
+		}
+		if !l.long {
+			fmt.Fprintln(l.g.out, e.Name())
+			continue
+		}
 		info, _ := e.Info()
 		if err := l.print(ctx, c, path.Join(p, e.Name()), info.(*client.FileInfo)); err != nil {
 			return err
 		}
 	}
-	if l.recursive {
-		for _, e := range ents {
-			if e.IsDir() {
-				if err := l.list(ctx, c, path.Join(p, e.Name()), true, true); err != nil {
-					return err
-				}
-			}
+	for _, name := range subdirs {
+		if err := l.list(ctx, c, path.Join(p, name), true, true); err != nil {
+			return err
 		}
 	}
 	return nil

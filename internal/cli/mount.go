@@ -21,6 +21,7 @@ import (
 	"github.com/canopyfs/canopy/client"
 	"github.com/canopyfs/canopy/internal/fuse"
 	"github.com/canopyfs/canopy/internal/observe"
+	"github.com/canopyfs/canopy/internal/protocol"
 )
 
 // readyFDEnv, set in a background mount's environment, names the file
@@ -45,6 +46,9 @@ type mountFlags struct {
 	allowOther, defaultPerms, readOnly, background, debug bool
 	attrTimeout, entryTimeout                             time.Duration
 	metricsListen, logFile                                string
+	durability                                            string   // --durability: posix or strict
+	options                                               string   // -o, applied over the flags (mountopts.go)
+	bufferSize                                            sizeFlag // --buffer-size: bound on the write buffers
 }
 
 func newMountCmd(g *globals) *cobra.Command {
@@ -63,6 +67,9 @@ mount is usable. Mounting needs root (or fusermount).`,
 			"  canopy umount /mnt/canopy",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := applyMountOptions(o.options, &o, &g.addr); err != nil {
+				return err
+			}
 			if o.background && os.Getenv(readyFDEnv) == "" {
 				return mountBackground(cmd, args[0], o.logFile)
 			}
@@ -72,13 +79,18 @@ mount is usable. Mounting needs root (or fusermount).`,
 	f := cmd.Flags()
 	f.BoolVarP(&o.background, "background", "d", false, "run in the background once mounted")
 	f.BoolVar(&o.allowOther, "allow-other", false, "let users other than the one mounting use the mount")
-	f.BoolVar(&o.defaultPerms, "default-permissions", false, "let the kernel check permissions too (the server always does)")
+	f.BoolVar(&o.defaultPerms, "default-permissions", true, "let the kernel check permissions from the attributes it has (the server checks in any case); =false leaves every check to the server")
 	f.BoolVar(&o.readOnly, "read-only", false, "mount read-only")
+	f.StringVar(&o.durability, "durability", "posix", "posix: changes are answered once ordered in the server's log and made durable at fsync, fdatasync, O_SYNC writes, syncfs and unmount; strict: every change is answered once durable")
+	o.bufferSize.v = client.DefaultBufferBytes
+	f.Var(&o.bufferSize, "buffer-size", "bound on the write buffers of all open files together (KiB, MiB, GiB suffixes); writers wait for room")
 	f.DurationVar(&o.attrTimeout, "attr-timeout", fuse.DefaultAttrTimeout, "how long the kernel caches attributes")
 	f.DurationVar(&o.entryTimeout, "entry-timeout", fuse.DefaultEntryTimeout, "how long the kernel caches name lookups")
 	f.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics, pprof and a status page on this address")
 	f.StringVar(&o.logFile, "log", "", "append log lines to this file instead of stderr")
 	f.BoolVar(&o.debug, "debug", false, "log every FUSE request and reply")
+	f.StringVarP(&o.options, "options", "o", "", "mount options, comma-separated, as mount(8) takes them: allow_other, default_permissions, ro, rw, debug, "+
+		"attr_timeout=S, entry_timeout=S, buffer_size=SIZE, metrics=ADDR, log=FILE, addr=ADDR; _netdev, nofail and other generic options are accepted and left to mount(8) and systemd")
 	return cmd
 }
 
@@ -105,9 +117,16 @@ func mountForeground(cmd *cobra.Command, g *globals, dir string, o mountFlags) e
 	if err != nil {
 		return err
 	}
+	if copts.Durability, err = client.ParseDurability(o.durability); err != nil {
+		return err
+	}
+	if o.bufferSize.v <= 0 {
+		return fmt.Errorf("--buffer-size must be positive")
+	}
+	copts.Data.BufferBytes = o.bufferSize.v
 	copts.OnLocksLost = func(ino client.Ino) {
 		log.Warn("file locks lost: the server did not hear from this mount within its lock timeout",
-			"partition", uint64(ino)>>48)
+			"partition", protocol.PartitionOf(uint64(ino)))
 	}
 	c, err := client.Dial(g.addr, copts)
 	if err != nil {
@@ -116,7 +135,7 @@ func mountForeground(cmd *cobra.Command, g *globals, dir string, o mountFlags) e
 	defer c.Close()
 	opts := fuse.Options{
 		AttrTimeout: o.attrTimeout, EntryTimeout: o.entryTimeout,
-		ReadOnly: o.readOnly, AllowOther: o.allowOther, DefaultPermissions: o.defaultPerms,
+		ReadOnly: o.readOnly, AllowOther: o.allowOther, NoDefaultPermissions: !o.defaultPerms,
 		FsName: "canopy:" + g.addr, Logger: log, Debug: o.debug,
 	}
 	var reg *prometheus.Registry
@@ -128,6 +147,7 @@ func mountForeground(cmd *cobra.Command, g *globals, dir string, o mountFlags) e
 	if err != nil {
 		return err
 	}
+	announceSession(cmd.Context(), c, m.Dir(), log)
 	if reg != nil {
 		obs, err := observe.Serve(o.metricsListen, reg, func() any {
 			return map[string]any{"mountpoint": m.Dir(), "addr": g.addr}
@@ -138,6 +158,11 @@ func mountForeground(cmd *cobra.Command, g *globals, dir string, o mountFlags) e
 		}
 		defer obs.Close()
 		log.Info("metrics", "addr", obs.Addr().String())
+		if unpublish, err := publishMount(m.Dir(), obs.Addr().String(), g.addr); err != nil {
+			log.Warn("canopy stats --mount will not find this mount", "err", err)
+		} else {
+			defer unpublish()
+		}
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)

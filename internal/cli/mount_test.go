@@ -200,6 +200,15 @@ func TestMountBackgroundUmount(t *testing.T) {
 	if out := mustCanopy(t, addr, "cat", "/f"); out != "written through the mount\n" {
 		t.Errorf("canopy cat /f: %q", out)
 	}
+	// canopy status lists the mount: its host, process and mount point.
+	waitFor(t, "the mount in canopy status --json", func() bool {
+		for _, cl := range statusOf(t, addr).Clients {
+			if cl.Mount == mnt && cl.PID == uint32(pid) && cl.Host != "" && cl.Version != "" && cl.Since != "" {
+				return true
+			}
+		}
+		return false
+	})
 	mustCanopy(t, addr, "umount", mnt)
 	if isMounted(t, mnt) {
 		t.Error("still mounted after canopy umount")

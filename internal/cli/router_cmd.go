@@ -17,7 +17,9 @@ import (
 )
 
 func newRouterCmd(g *globals) *cobra.Command {
-	var listen, root, metricsListen, tlsCert, tlsKey string
+	var listen, root, metricsListen, tlsCert, tlsKey, routerToken string
+	var insecure bool
+	var xEvery, xGrace time.Duration
 	cmd := &cobra.Command{
 		Use:   "router",
 		Short: "Run a federation router in front of the metadata partitions",
@@ -34,6 +36,17 @@ and its address once it serves, and stops on SIGINT or SIGTERM.`,
 			if err != nil {
 				return err
 			}
+			if _, err := checkExposure(listen, tlsCfg, insecure); err != nil {
+				return err
+			}
+			var token string
+			if routerToken != "" {
+				data, err := os.ReadFile(routerToken)
+				if err != nil {
+					return fmt.Errorf("router token: %w", err)
+				}
+				token = strings.TrimSpace(string(data))
+			}
 			var roots []string
 			for _, a := range strings.Split(root, ",") {
 				if a = strings.TrimSpace(a); a != "" {
@@ -44,7 +57,8 @@ and its address once it serves, and stops on SIGINT or SIGTERM.`,
 				return fmt.Errorf("router: --root names no address")
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			cfg := router.Config{Listen: listen, Root: roots, Secret: g.secret, TLS: tlsCfg, Logger: log}
+			cfg := router.Config{Listen: listen, Root: roots, Secret: g.secret, Token: token, TLS: tlsCfg, Logger: log,
+				XRenameEvery: xEvery, XRenameGrace: xGrace}
 			return runRouter(cmd, cfg, metricsListen, "router ready at", nil)
 		},
 	}
@@ -52,6 +66,10 @@ and its address once it serves, and stops on SIGINT or SIGTERM.`,
 	cmd.Flags().StringVar(&root, "root", "", "address(es) of the root partition's metadata server(s), comma-separated")
 	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "serve Prometheus metrics, pprof and a status page on this address")
 	addServerTLSFlags(cmd, &tlsCert, &tlsKey)
+	cmd.Flags().BoolVar(&insecure, "insecure", false, "serve plain TCP on a non-loopback address (tokens and secrets cross the network in the clear)")
+	cmd.Flags().StringVar(&routerToken, "router-token-file", "", "the router's own credential token (canopy auth add NAME --router), presented to the partitions")
+	cmd.Flags().DurationVar(&xEvery, "xrename-every", 2*time.Second, "how often to settle renames across partitions left half done (negative: never)")
+	cmd.Flags().DurationVar(&xGrace, "xrename-grace", 10*time.Second, "how long a rename across partitions may stay prepared before it is rolled back")
 	cmd.MarkFlagRequired("root")
 	return cmd
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,8 +15,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/canopyfs/canopy/client"
+	"github.com/canopyfs/canopy/internal/clientdata"
 	"github.com/canopyfs/canopy/internal/data"
 	"github.com/canopyfs/canopy/internal/object"
+	"github.com/canopyfs/canopy/internal/protocol"
 )
 
 // storageFlags choose a server's object store and tune the collector
@@ -26,6 +29,7 @@ type storageFlags struct {
 	gcGrace    time.Duration
 	gcInterval time.Duration
 	noGC       bool
+	backup     backupFlags // automatic metadata backups; see backup.go
 }
 
 func (s *storageFlags) bind(cmd *cobra.Command, def string) {
@@ -35,6 +39,7 @@ func (s *storageFlags) bind(cmd *cobra.Command, def string) {
 	fl.DurationVar(&s.gcGrace, "gc-grace", time.Hour, "objects no slice names (a writer died before committing) are removed once this old")
 	fl.DurationVar(&s.gcInterval, "gc-interval", time.Minute, "time between the collector's passes")
 	fl.BoolVar(&s.noGC, "no-gc", false, "do not run the collector in this process")
+	s.backup.bind(cmd)
 }
 
 // resolve returns the store URL: the flag (a plain directory made an
@@ -75,7 +80,7 @@ func publicURL(raw string) string {
 
 // startCollector opens the object store and runs the collector of
 // partition against the server at addr until the returned stop is called.
-func (s *storageFlags) startCollector(storeURL, addr, secret string, useTLS bool, partition uint16, log *slog.Logger) (stop func(), err error) {
+func (s *storageFlags) startCollector(storeURL, addr, secret, token string, useTLS bool, partition uint16, log *slog.Logger) (stop func(), err error) {
 	if s.noGC || storeURL == "" {
 		return func() {}, nil
 	}
@@ -85,7 +90,7 @@ func (s *storageFlags) startCollector(storeURL, addr, secret string, useTLS bool
 		cancel()
 		return nil, fmt.Errorf("storage: %w", err)
 	}
-	opts := client.Options{Secret: secret}
+	opts := client.Options{Secret: secret, Token: token}
 	if useTLS {
 		// The collector talks to its own process over loopback.
 		opts.TLS = &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}
@@ -95,15 +100,16 @@ func (s *storageFlags) startCollector(storeURL, addr, secret string, useTLS bool
 		cancel()
 		return nil, fmt.Errorf("collector: %w", err)
 	}
-	vol, err := c.Volume(ctx, client.Ino(uint64(partition)<<48|1))
+	vol, err := c.Volume(ctx, client.Ino(protocol.RootIno(partition)))
 	if err != nil {
 		cancel()
 		c.Close()
 		return nil, fmt.Errorf("collector: %w", err)
 	}
-	col := data.NewCollector(store, c.DataAdmin(partition), data.CollectorConfig{
+	col := data.NewCollector(store, clientdata.Admin(c, partition), data.CollectorConfig{
 		Delay: s.gcDelay, Grace: s.gcGrace, Interval: s.gcInterval, BlockSize: vol.BlockSize,
 		Logger: log.With("component", "collector"),
+		Report: collectorReport(c, partition, log),
 	})
 	done := make(chan struct{})
 	go func() {
@@ -118,4 +124,22 @@ func (s *storageFlags) startCollector(storeURL, addr, secret string, useTLS bool
 			c.Close()
 		})
 	}, nil
+}
+
+// collectorReport records each reported pass of the collector on its
+// partition's root, for `canopy status`; a pass it cannot record is
+// logged only.
+func collectorReport(c *client.Client, partition uint16, log *slog.Logger) func(context.Context, data.Pass) {
+	host, _ := os.Hostname()
+	return func(ctx context.Context, p data.Pass) {
+		r := client.RunInfo{Start: p.Start, Duration: p.Duration, Host: host,
+			SlicesPurged: uint64(p.Collect.Slices), ObjectsDeleted: uint64(p.Collect.Objects + p.Orphans),
+			Swept: p.Swept, OrphansDeleted: uint64(p.Orphans)}
+		if p.Err != nil {
+			r.Err = p.Err.Error()
+		}
+		if err := c.RecordRun(ctx, partition, client.RunCollector, r); err != nil && ctx.Err() == nil {
+			log.Warn("collector: record the pass", "partition", partition, "err", err)
+		}
+	}
 }

@@ -24,7 +24,8 @@ func chunkFiles(t *testing.T, dir string) int {
 }
 
 // `canopy up` keeps file data under DIR/objects by default and runs the
-// collector: a removed file's objects go after --gc-delay.
+// collector: a removed file goes to the trash, and once purged from it its
+// objects go after --gc-delay.
 func TestUpStoresDataAndCollects(t *testing.T) {
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -55,6 +56,11 @@ func TestUpStoresDataAndCollects(t *testing.T) {
 		t.Fatal("file differs after put and get")
 	}
 	mustCanopy(t, addr, "rm", "/f")
+	// The trash (on by default) keeps the file until it is purged.
+	if ls := mustCanopy(t, addr, "trash", "ls"); !strings.Contains(ls, "/f") || !strings.Contains(ls, "9MiB") {
+		t.Fatalf("trash ls after rm:\n%s", ls)
+	}
+	mustCanopy(t, addr, "trash", "purge", "--all")
 	deadline := time.Now().Add(30 * time.Second)
 	for chunkFiles(t, dir) != 0 {
 		if time.Now().After(deadline) {

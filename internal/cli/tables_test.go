@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/canopyfs/canopy/client"
+	"github.com/canopyfs/canopy/internal/protocol"
 	"github.com/canopyfs/canopy/internal/router"
 	"github.com/canopyfs/canopy/internal/server"
 	"github.com/canopyfs/canopy/internal/server/servertest"
@@ -71,7 +72,7 @@ func TestTableCommands(t *testing.T) {
 	}
 	defer c5.Close()
 	fi, err := c5.Stat(context.Background(), "/home/alice")
-	if err != nil || !fi.IsDir() || uint64(fi.Sys().(*client.Attr).Ino)>>48 != 5 {
+	if err != nil || !fi.IsDir() || protocol.PartitionOf(uint64(fi.Sys().(*client.Attr).Ino)) != 5 {
 		t.Fatalf("target in partition 5: %v, %v", fi, err)
 	}
 
@@ -186,10 +187,10 @@ func TestUpPartitions(t *testing.T) {
 	mustCanopy(t, a, "touch", "/p1/data/x/f", "/p2/logs/l", "/top/t")
 	check := func() map[string]statJSON {
 		out := map[string]statJSON{}
-		for p, part := range map[string]uint64{"/p1/data/x/f": 1, "/p1/data": 1, "/p2/logs/l": 2, "/top/t": 0} {
+		for p, part := range map[string]uint16{"/p1/data/x/f": 1, "/p1/data": 1, "/p2/logs/l": 2, "/top/t": 0} {
 			s := statJSONOf(t, a, p)
-			if s.Ino>>48 != part {
-				t.Errorf("%s: inode %#x in partition %d, want %d", p, s.Ino, s.Ino>>48, part)
+			if protocol.PartitionOf(s.Ino) != part {
+				t.Errorf("%s: inode %#x in partition %d, want %d", p, s.Ino, protocol.PartitionOf(s.Ino), part)
 			}
 			out[p] = s
 		}
@@ -245,10 +246,10 @@ func TestRouterCommand(t *testing.T) {
 		t.Fatalf("ready line %q (%v), want \"canopy: router ready at ADDR\"", line, err)
 	}
 	mustCanopy(t, addr, "touch", "/one/f")
-	if s := statJSONOf(t, addr, "/one/f"); s.Ino>>48 != 1 {
+	if s := statJSONOf(t, addr, "/one/f"); protocol.PartitionOf(s.Ino) != 1 {
 		t.Fatalf("/one/f through the router: inode %#x, want partition 1", s.Ino)
 	}
-	if s := statJSONOf(t, p1, "/top/f"); s.Ino>>48 != 1 {
+	if s := statJSONOf(t, p1, "/top/f"); protocol.PartitionOf(s.Ino) != 1 {
 		t.Fatalf("/top/f in partition 1: %+v", s)
 	}
 	// SIGTERM stops it cleanly.

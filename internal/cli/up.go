@@ -9,6 +9,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -22,9 +24,12 @@ import (
 
 func newUpCmd(g *globals) *cobra.Command {
 	var dir, listen, metricsListen, tlsCert, tlsKey string
-	var partitions int
-	var lockTimeout time.Duration
+	var af accessFlags
+	var partitions, replicas int
+	var lockTimeout, raftTick time.Duration
+	var trashDays int
 	var st storageFlags
+	var gws upGateways
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run a complete single-node Canopy in the foreground",
@@ -38,7 +43,16 @@ With --partitions N (N > 1) it runs N metadata partitions (ids 0..N-1,
 state in DIR/p0 ... DIR/pN-1, each on its own free 127.0.0.1 port, all
 sharing one object store) and one router on --listen, which is the address
 it prints as ready. Partition K (K >= 1) is mounted at /pK; the rest of
-the namespace is partition 0's.`,
+the namespace is partition 0's.
+
+With --s3 ADDR and --webdav ADDR it also serves the namespace as an S3
+service and over WebDAV, as canopy gateway s3 and webdav do; their ready
+lines follow the server's.
+
+With --replicas R (R > 1) every partition is a Raft group of R replicas,
+each with its own directory (DIR/meta/rI, or DIR/pK/rI with partitions),
+log and ports, all in this process, behind a router on --listen whose
+routing table lists each group's replicas.`,
 		Example: "  canopy up --dir /tmp/canopy\n  canopy up --dir /tmp/canopy --listen 127.0.0.1:0\n" +
 			"  canopy up --dir /tmp/fed --partitions 3\n" +
 			"  canopy up --dir /tmp/canopy --storage 's3://bucket/canopy?endpoint=http://127.0.0.1:9000'",
@@ -52,12 +66,24 @@ the namespace is partition 0's.`,
 			if err != nil {
 				return err
 			}
+			if _, err := checkExposure(listen, tlsCfg, af.insecure); err != nil {
+				return err
+			}
+			if partitions != 1 && (gws.s3 != "" || gws.webdav != "") {
+				return errGatewaysPartitions
+			}
+			if replicas > 1 {
+				return upReplicated(cmd, g, dir, listen, metricsListen, tlsCfg, partitions, replicas, lockTimeout, raftTick,
+					trashDays, &st, storeURL)
+			}
 			if partitions != 1 {
-				return upPartitions(cmd, g, dir, listen, metricsListen, tlsCfg, partitions, lockTimeout, &st, storeURL)
+				return upPartitions(cmd, g, dir, listen, metricsListen, tlsCfg, partitions, lockTimeout, trashDays, &st, storeURL)
 			}
 			cfg := server.Config{Dir: filepath.Join(dir, "meta"), Secret: g.secret, TLS: tlsCfg, Storage: publicURL(storeURL),
-				LockTimeout: lockTimeout}
-			return serve(cmd, cfg, listen, metricsListen, "ready at", &st, storeURL)
+				LockTimeout: lockTimeout, AuditLog: af.auditLog, TrashDays: trashDays}
+			return serve(cmd, cfg, listen, metricsListen, "ready at", &st, storeURL, &af, func(addr string, log *slog.Logger) (func(), error) {
+				return gws.start(cmd, g, addr, log)
+			})
 		},
 	}
 	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "serve Prometheus metrics, pprof and a status page on this address")
@@ -66,20 +92,38 @@ the namespace is partition 0's.`,
 	st.bind(cmd, "default: DIR/objects")
 	cmd.Flags().StringVar(&listen, "listen", DefaultAddr, "address to serve on (port 0 picks a free one)")
 	cmd.Flags().IntVar(&partitions, "partitions", 1, "metadata partitions to run, behind one router when more than 1")
+	cmd.Flags().IntVar(&replicas, "replicas", 1, "replicas of each partition (a Raft group when more than 1), behind one router")
+	cmd.Flags().DurationVar(&raftTick, "raft-tick", 50*time.Millisecond, "Raft's clock with --replicas: a leader is suspected after 10 to 20 ticks of silence")
 	addLockTimeoutFlag(cmd, &lockTimeout)
+	addTrashDaysFlag(cmd, &trashDays)
+	af.bind(cmd)
+	gws.bind(cmd)
 	return cmd
 }
 
 func newMetaCmd(g *globals) *cobra.Command {
 	var dir, listen, metricsListen, tlsCert, tlsKey string
+	var af accessFlags
 	var partition uint16
-	var lockTimeout time.Duration
+	var lockTimeout, raftTick time.Duration
+	var trashDays int
+	var peers, raftPeers string
+	var replica uint64
+	var join, readIndex bool
 	var st storageFlags
 	cmd := &cobra.Command{
-		Use:     "meta",
-		Short:   "Run a metadata server for one partition",
-		Example: "  canopy meta --dir /var/lib/canopy/meta0 --listen 10.0.0.5:9400 --partition 0",
-		Args:    cobra.NoArgs,
+		Use:   "meta",
+		Short: "Run a metadata server for one partition, or one replica of it",
+		Long: `Run a metadata server for one partition. With --peers, run one replica of
+the partition's Raft group instead: the same command on each replica's
+host, with the same --peers; the first start bootstraps the group. A
+replica that is not the leader answers calls NOT_LEADER with the leader's
+address, which clients and routers follow. Replicas talk to each other
+on their client port + 1000 unless --raft-peers says otherwise.`,
+		Example: "  canopy meta --dir /var/lib/canopy/meta0 --listen 10.0.0.5:9400 --partition 0\n" +
+			"  canopy meta --dir /var/lib/canopy/p0 --listen 10.0.0.5:9400 --partition 0 \\\n" +
+			"      --peers 10.0.0.5:9400,10.0.0.6:9400,10.0.0.7:9400",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tlsCfg, err := serverTLS(tlsCert, tlsKey)
 			if err != nil {
@@ -89,9 +133,26 @@ func newMetaCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if _, err := checkExposure(listen, tlsCfg, af.insecure); err != nil {
+				return err
+			}
 			cfg := server.Config{Dir: dir, Partition: partition, Secret: g.secret, TLS: tlsCfg, Storage: publicURL(storeURL),
-				LockTimeout: lockTimeout}
-			return serve(cmd, cfg, listen, metricsListen, fmt.Sprintf("meta partition %d ready at", partition), &st, storeURL)
+				LockTimeout: lockTimeout, AuditLog: af.auditLog, TrashDays: trashDays}
+			if peers != "" {
+				if cfg.Peers, err = groupPeers(peers, raftPeers); err != nil {
+					return err
+				}
+				if cfg.ReplicaID, err = replicaID(cfg.Peers, listen, replica); err != nil {
+					return err
+				}
+				cfg.RaftTick = raftTick
+				cfg.RaftJoin = join
+				cfg.RaftReadIndex = readIndex
+				if !cmd.Flags().Changed("listen") {
+					listen = cfg.Peers[cfg.ReplicaID-1].Addr
+				}
+			}
+			return serve(cmd, cfg, listen, metricsListen, fmt.Sprintf("meta partition %d ready at", partition), &st, storeURL, &af, nil)
 		},
 	}
 	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "serve Prometheus metrics, pprof and a status page on this address")
@@ -101,6 +162,12 @@ func newMetaCmd(g *globals) *cobra.Command {
 	cmd.Flags().Uint16Var(&partition, "partition", 0, "partition id this server owns")
 	st.bind(cmd, "default: none, files hold no data")
 	addLockTimeoutFlag(cmd, &lockTimeout)
+	addTrashDaysFlag(cmd, &trashDays)
+	af.bind(cmd)
+	addReplicaFlags(cmd, &peers, &raftPeers, &replica, &raftTick)
+	cmd.Flags().BoolVar(&readIndex, "read-index", false, "confirm every batch of reads with a ReadIndex round instead of "+
+		"serving them under the leader's lease (leases assume bounded clock drift between replicas)")
+	cmd.Flags().BoolVar(&join, "join", false, "an empty replica that waits to be added to its group (canopy group add) instead of bootstrapping one")
 	cmd.MarkFlagRequired("dir")
 	return cmd
 }
@@ -110,6 +177,13 @@ func newMetaCmd(g *globals) *cobra.Command {
 func addLockTimeoutFlag(cmd *cobra.Command, d *time.Duration) {
 	cmd.Flags().DurationVar(d, "lock-timeout", server.DefaultLockTimeout,
 		"a client holding file locks that the server does not hear from for this long loses them")
+}
+
+// addTrashDaysFlag adds --trash-days, how long each partition's trash
+// keeps what removals free (0: free at once).
+func addTrashDaysFlag(cmd *cobra.Command, d *int) {
+	cmd.Flags().IntVar(d, "trash-days", 1,
+		"keep removed files and trees in /.trash for this many days (0: free them at once); the same on every replica")
 }
 
 // serverGCPercent is the collector's target for a metadata server (the
@@ -128,8 +202,13 @@ func setServerGC() {
 
 // serve opens a metadata server, starts the collector of its object store
 // (storeURL, if any), prints the ready line, and runs until a signal
-// (graceful shutdown) or a log failure.
-func serve(cmd *cobra.Command, cfg server.Config, listen, metricsListen, ready string, st *storageFlags, storeURL string) error {
+// (graceful shutdown) or a log failure. The root partition's server gets
+// its local admin credential first (bootstrapAdmin); beyond loopback, or
+// with --require-token, clients must then present a token. After the
+// ready line, gateways (if not nil) starts what else serves through the
+// server at its address.
+func serve(cmd *cobra.Command, cfg server.Config, listen, metricsListen, ready string, st *storageFlags, storeURL string,
+	af *accessFlags, gateways func(addr string, log *slog.Logger) (func(), error)) error {
 	cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 	cfg.ReleaseMemory = true
 	setServerGC()
@@ -141,6 +220,28 @@ func serve(cmd *cobra.Command, cfg server.Config, listen, metricsListen, ready s
 	srv, err := server.Open(cfg)
 	if err != nil {
 		return err
+	}
+	var adminToken string // the collector's
+	if cfg.Partition == 0 {
+		// A replica joining a group is not a member yet, and cannot make
+		// the admin credential (a mutation) before it is: the group has it.
+		if !cfg.RaftJoin {
+			if err := bootstrapAdmin(srv, &cfg, cfg.Dir); err != nil {
+				srv.Close()
+				return err
+			}
+		}
+		data, err := os.ReadFile(filepath.Join(cfg.Dir, AdminTokenFile))
+		if err != nil && !cfg.RaftJoin {
+			srv.Close()
+			return err
+		}
+		adminToken = strings.TrimSpace(string(data))
+		// Only the root partition keeps credentials; the others, which
+		// could check none, rely on the shared secret and TLS.
+		if af.requireToken || !loopback(listen) {
+			srv.RequireTokens()
+		}
 	}
 	if reg != nil {
 		obs, err := observe.Serve(metricsListen, reg, func() any { return srv.Status() }, cfg.Logger)
@@ -158,13 +259,29 @@ func serve(cmd *cobra.Command, cfg server.Config, listen, metricsListen, ready s
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	stopGC, err := st.startCollector(storeURL, ln.Addr().String(), cfg.Secret, cfg.TLS != nil, cfg.Partition, cfg.Logger)
+	stopGC, err := st.startCollector(storeURL, ln.Addr().String(), cfg.Secret, adminToken, cfg.TLS != nil, cfg.Partition, cfg.Logger)
 	if err != nil {
 		srv.Close()
 		return err
 	}
 	defer stopGC()
+	stopBackups, err := st.backup.start(storeURL, ln.Addr().String(), cfg.Secret, cfg.TLS != nil, cfg.Partition, cfg.Logger)
+	if err != nil {
+		srv.Close()
+		return err
+	}
+	defer stopBackups()
 	fmt.Fprintf(cmd.OutOrStdout(), "canopy: %s %s\n", ready, ln.Addr())
+	stopGateways := func() {}
+	if gateways != nil {
+		stop, err := gateways(ln.Addr().String(), cfg.Logger)
+		if err != nil {
+			srv.Close()
+			return err
+		}
+		stopGateways = sync.OnceFunc(stop)
+		defer stopGateways()
+	}
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
@@ -172,6 +289,7 @@ func serve(cmd *cobra.Command, cfg server.Config, listen, metricsListen, ready s
 	select {
 	case s := <-sig:
 		cfg.Logger.Info("shutting down", "signal", s.String())
+		stopGateways()
 		stopGC()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

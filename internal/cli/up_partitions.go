@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,6 +27,8 @@ import (
 // start the mount table gets "/pK" -> partition K, target "/", for every
 // K >= 1, so that each partition owns part of the namespace: "/" and all
 // else stays in partition 0. Later edits to the mount table are kept.
+// Each partition takes its own metadata backups (--backup-interval), under
+// meta-backup/pK/ in the shared object store.
 
 // partitionMount is the prefix mounted from partition k's root.
 func partitionMount(k int) string { return fmt.Sprintf("/p%d", k) }
@@ -33,7 +36,7 @@ func partitionMount(k int) string { return fmt.Sprintf("/p%d", k) }
 // upPartitions runs n partitions and a router until a signal or a
 // partition's log fails.
 func upPartitions(cmd *cobra.Command, g *globals, dir, listen, metricsListen string, tlsCfg *tls.Config, n int, lockTimeout time.Duration,
-	st *storageFlags, storeURL string) error {
+	trashDays int, st *storageFlags, storeURL string) error {
 	if n < 2 || n > mount.VirtualPartitions {
 		return fmt.Errorf("up: --partitions %d: want 1 to %d", n, mount.VirtualPartitions)
 	}
@@ -42,18 +45,24 @@ func upPartitions(cmd *cobra.Command, g *globals, dir, listen, metricsListen str
 	failed := make(chan error, n)
 	for k := range n {
 		cfg := server.Config{Dir: filepath.Join(dir, fmt.Sprintf("p%d", k)), Partition: uint16(k), Secret: g.secret,
-			Logger: log.With("partition", k), Storage: publicURL(storeURL), LockTimeout: lockTimeout}
+			Logger: log.With("partition", k), Storage: publicURL(storeURL), LockTimeout: lockTimeout,
+			TrashDays: trashDays}
 		srv, addr, stop, err := startPartition(cfg, metricsListen != "")
 		if err != nil {
 			return err
 		}
 		defer stop()
 		addrs[k] = addr
-		stopGC, err := st.startCollector(storeURL, addr, g.secret, false, cfg.Partition, cfg.Logger)
+		stopGC, err := st.startCollector(storeURL, addr, g.secret, "", false, cfg.Partition, cfg.Logger)
 		if err != nil {
 			return err
 		}
 		defer stopGC()
+		stopBackups, err := st.backup.start(storeURL, addr, g.secret, false, cfg.Partition, cfg.Logger)
+		if err != nil {
+			return err
+		}
+		defer stopBackups()
 		go func() {
 			<-srv.Failed()
 			failed <- fmt.Errorf("partition %d: %w", k, server.ErrFailed)
@@ -70,6 +79,11 @@ func upPartitions(cmd *cobra.Command, g *globals, dir, listen, metricsListen str
 // with its own metrics endpoint (also on a free port, logged) if metrics
 // are asked for. stop shuts it down gracefully.
 func startPartition(cfg server.Config, metrics bool) (*server.Server, string, func(), error) {
+	return startPartitionOn(cfg, "127.0.0.1:0", metrics)
+}
+
+// startPartitionOn is startPartition on the address listen.
+func startPartitionOn(cfg server.Config, listen string, metrics bool) (*server.Server, string, func(), error) {
 	obsReg := observe.NewRegistry()
 	if metrics {
 		cfg.Metrics = obsReg
@@ -80,7 +94,7 @@ func startPartition(cfg server.Config, metrics bool) (*server.Server, string, fu
 	if err != nil {
 		return nil, "", nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		srv.Close()
 		return nil, "", nil, fmt.Errorf("listen: %w", err)
@@ -112,12 +126,22 @@ func startPartition(cfg server.Config, metrics bool) (*server.Server, string, fu
 // on the first start (tables at version 0), mounts each partition K >= 1 at
 // /pK.
 func layoutTables(g *globals, addrs []string) error {
+	groups := make([][]string, len(addrs))
+	for k, a := range addrs {
+		groups[k] = []string{a}
+	}
+	return layoutGroupTables(g, groups)
+}
+
+// layoutGroupTables is layoutTables for partitions served by groups of
+// replicas: each route lists its group's replica addresses.
+func layoutGroupTables(g *globals, groups [][]string) error {
 	opts, err := g.clientOptions()
 	if err != nil {
 		return err
 	}
 	opts.TLS = nil // the partitions serve plain TCP on loopback
-	c, err := client.Dial(addrs[0], opts)
+	c, err := client.Dial(strings.Join(groups[0], ","), opts)
 	if err != nil {
 		return err
 	}
@@ -129,11 +153,11 @@ func layoutTables(g *globals, addrs []string) error {
 		return err
 	}
 	u := client.TablesUpdate{ExpectedVersion: t.Version}
-	for k, a := range addrs {
-		u.SetRoutes = append(u.SetRoutes, client.Route{VPart: uint16(k), Addrs: []string{a}})
+	for k, addrs := range groups {
+		u.SetRoutes = append(u.SetRoutes, client.Route{VPart: uint16(k), Addrs: addrs})
 	}
 	if t.Version == 0 {
-		for k := 1; k < len(addrs); k++ {
+		for k := 1; k < len(groups); k++ {
 			u.SetMounts = append(u.SetMounts, client.MountEntry{Prefix: partitionMount(k), VPart: uint16(k), Target: "/"})
 		}
 	}

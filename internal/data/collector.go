@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/canopyfs/canopy/internal/object"
+	"github.com/canopyfs/canopy/internal/protocol"
 )
 
 // CollectorConfig configures a Collector. Zero fields take the defaults.
@@ -28,6 +29,26 @@ type CollectorConfig struct {
 	BlockSize  int          // default layout.BlockSize
 	Logger     *slog.Logger // default slog.Default()
 	Now        func() time.Time
+	// Report, if not nil, is called by Run on its goroutine after the
+	// passes worth recording: the first, and every one that collected or
+	// swept anything or failed (a pass that found nothing to do and did
+	// not sweep is not reported). It should return promptly.
+	Report func(ctx context.Context, p Pass)
+}
+
+// Pass is what one pass of Run did.
+type Pass struct {
+	Start    time.Time
+	Duration time.Duration
+	Collect  CollectStats
+	Swept    bool // the pass swept for orphans
+	Orphans  int  // orphan objects the sweep deleted
+	Err      error
+}
+
+// worthReporting reports whether p is a pass Report is called for.
+func (p Pass) worthReporting(first bool) bool {
+	return first || p.Err != nil || p.Swept || p.Collect.Slices > 0 || p.Collect.Objects > 0
 }
 
 func (c *CollectorConfig) setDefaults() {
@@ -171,7 +192,7 @@ func listPartition(ctx context.Context, store object.Store, part uint16, fn func
 		for _, info := range page {
 			after = info.Key
 			id, _, _, ok := parseKey(info.Key)
-			if ok && uint16(id>>48) == part {
+			if ok && protocol.PartitionOf(id) == part {
 				fn(info, id)
 			}
 		}
@@ -229,16 +250,27 @@ func (c *Collector) Run(ctx context.Context) {
 	t := time.NewTicker(c.cfg.Interval)
 	defer t.Stop()
 	for pass := 0; ; pass++ {
+		p := Pass{Start: c.cfg.Now()}
 		st, err := c.Collect(ctx)
+		p.Collect = st
 		if err != nil && !errors.Is(err, context.Canceled) {
 			c.cfg.Logger.Warn("collector", "err", err)
+			p.Err = err
 		} else if st.Slices > 0 {
 			c.cfg.Logger.Info("collected garbage", "slices", st.Slices, "objects", st.Objects)
 		}
-		if pass%c.cfg.SweepEvery == c.cfg.SweepEvery-1 {
-			if _, err := c.Sweep(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		if pass%c.cfg.SweepEvery == c.cfg.SweepEvery-1 && ctx.Err() == nil {
+			p.Swept = true
+			n, err := c.Sweep(ctx)
+			p.Orphans = n
+			if err != nil && !errors.Is(err, context.Canceled) {
 				c.cfg.Logger.Warn("orphan sweep", "err", err)
+				p.Err = errors.Join(p.Err, err)
 			}
+		}
+		p.Duration = c.cfg.Now().Sub(p.Start)
+		if c.cfg.Report != nil && ctx.Err() == nil && p.worthReporting(pass == 0) {
+			c.cfg.Report(ctx, p)
 		}
 		select {
 		case <-ctx.Done():

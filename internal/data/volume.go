@@ -8,6 +8,7 @@ import (
 
 	"github.com/canopyfs/canopy/internal/layout"
 	"github.com/canopyfs/canopy/internal/object"
+	"github.com/canopyfs/canopy/internal/protocol"
 )
 
 // Config sizes a Volume. Zero fields take the defaults.
@@ -21,6 +22,10 @@ type Config struct {
 	IDBatch     int   // slice ids reserved per ALLOC_SLICES; default 64
 	CompactAt   int   // stored slices that make a chunk fragmented; default 16, <0 never
 	CommitAfter int   // finished slices a writer keeps before committing on its own; default 256
+	// BufferBytes bounds the block buffers the Volume's writers hold at
+	// once, however many files are open; default 512 MiB, at least one
+	// block. A writer waits for room while uploads are in flight.
+	BufferBytes int64
 }
 
 func (c *Config) setDefaults() {
@@ -51,7 +56,14 @@ func (c *Config) setDefaults() {
 	if c.CommitAfter <= 0 {
 		c.CommitAfter = 256
 	}
+	if c.BufferBytes <= 0 {
+		c.BufferBytes = DefaultBufferBytes
+	}
+	c.BufferBytes = max(c.BufferBytes, int64(c.BlockSize))
 }
+
+// DefaultBufferBytes is the default bound on a Volume's write buffers.
+const DefaultBufferBytes = 512 << 20
 
 // Volume is the object store of one client's files with what the files
 // share: the block cache, the buffer pool, the bounds on transfers in
@@ -65,6 +77,7 @@ type Volume struct {
 	pool    *bufPool
 	cache   *blockCache
 	uploads chan struct{} // a token per upload in flight
+	budget  *writeBudget  // bounds the writers' block buffers
 	ids     *idAllocator
 
 	compacting sync.Map // chunkRef -> struct{}: compactions in flight
@@ -89,12 +102,18 @@ func NewVolume(store object.Store, cfg Config) (*Volume, error) {
 		cache:   newBlockCache(store, pool, cfg.CacheBytes, cfg.Downloads),
 		uploads: make(chan struct{}, cfg.Uploads),
 		ids:     newIDAllocator(cfg.IDBatch),
+		budget:  newWriteBudget(cfg.BufferBytes),
 	}
 	return v, nil
 }
 
 // CacheStats returns the block cache's counters.
 func (v *Volume) CacheStats() CacheStats { return v.cache.snapshot() }
+
+// BufferStats returns the bytes of block buffers the Volume's writers
+// hold now and the most they have held at once (bounded by
+// Config.BufferBytes).
+func (v *Volume) BufferStats() (held, peak int64) { return v.budget.stats() }
 
 // Wait waits for the background work the Volume started (compactions).
 func (v *Volume) Wait() { v.bg.Wait() }
@@ -136,7 +155,7 @@ func newIDAllocator(batch int) *idAllocator {
 
 // alloc returns a new slice id in the partition of ino.
 func (a *idAllocator) alloc(ctx context.Context, meta Meta, ino uint64) (uint64, error) {
-	part := uint16(ino >> 48)
+	part := protocol.PartitionOf(ino)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	r := a.next[part]

@@ -122,12 +122,23 @@ func (w *Writer) writeChunk(ctx context.Context, chunk uint32, pos int, p []byte
 	bs := w.v.BlockSize
 	for len(p) > 0 {
 		if s.cur == nil {
+			if !w.takeBuffer(ctx, s) {
+				n, err := w.writeDirect(ctx, s, p)
+				if err != nil {
+					return err
+				}
+				p, pos = p[n:], pos+n
+				if !s.open && len(p) > 0 {
+					return w.writeChunk(ctx, chunk, pos, p)
+				}
+				continue
+			}
 			s.cur = w.v.pool.get(bs)[:0]
 		}
 		n := min(len(p), bs-len(s.cur))
 		s.cur = append(s.cur, p[:n]...)
 		s.length += n
-		p = p[n:]
+		p, pos = p[n:], pos+n
 		if len(s.cur) == bs {
 			if err := w.upload(ctx, s); err != nil {
 				return err
@@ -137,12 +148,79 @@ func (w *Writer) writeChunk(ctx context.Context, chunk uint32, pos int, p []byte
 	return nil
 }
 
+// takeBuffer takes a block buffer's room from the Volume's write budget
+// for slice s. Where there is none and no upload is in flight to free
+// some, it uploads the partly filled blocks of this writer's other open
+// slices and tries again; false means the budget is held by other
+// writers' partly filled blocks, and s must be written without a buffer.
+func (w *Writer) takeBuffer(ctx context.Context, s *sliceBuf) bool {
+	bs := int64(w.v.BlockSize)
+	for {
+		if w.v.budget.acquire(bs) {
+			return true
+		}
+		freed := false
+		for _, o := range w.open {
+			if o != s && o.cur != nil {
+				if err := w.finish(ctx, o); err != nil {
+					return false
+				}
+				freed = true
+			}
+		}
+		if !freed {
+			return false
+		}
+	}
+}
+
+// writeDirect stores up to a block of p as the next block of slice s
+// straight from p, waiting for its upload, when the write budget has no
+// room for a buffer. A block shorter than BlockSize ends the slice (an
+// object is never appended to), so the rest goes to a new one. It returns
+// how many bytes of p it stored.
+func (w *Writer) writeDirect(ctx context.Context, s *sliceBuf, p []byte) (int, error) {
+	bs := w.v.BlockSize
+	n := min(len(p), bs)
+	key := blockKey(s.id, s.length/bs, n)
+	select {
+	case w.v.uploads <- struct{}{}:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	err := w.v.Store.Put(ctx, key, p[:n])
+	<-w.v.uploads
+	if err != nil {
+		err = fmt.Errorf("upload %s: %w", key, err)
+		s.mu.Lock()
+		if s.err == nil {
+			s.err = err
+		}
+		s.mu.Unlock()
+		return 0, err
+	}
+	s.length += n
+	if n < bs {
+		s.open = false
+		if w.open[s.chunk] == s {
+			delete(w.open, s.chunk)
+		}
+		w.done++
+	}
+	return n, nil
+}
+
 // upload sends the slice's current block, waiting for a free upload slot.
 func (w *Writer) upload(ctx context.Context, s *sliceBuf) error {
 	buf := s.cur
 	s.cur = nil
+	if buf == nil {
+		return nil
+	}
+	bs := int64(w.v.BlockSize)
 	if len(buf) == 0 {
 		w.v.pool.put(buf)
+		w.v.budget.release(bs, false)
 		return nil
 	}
 	index := (s.length - len(buf)) / w.v.BlockSize
@@ -151,14 +229,17 @@ func (w *Writer) upload(ctx context.Context, s *sliceBuf) error {
 	case w.v.uploads <- struct{}{}:
 	case <-ctx.Done():
 		w.v.pool.put(buf)
+		w.v.budget.release(bs, false)
 		return ctx.Err()
 	}
+	w.v.budget.uploadStarted()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		err := w.v.Store.Put(context.WithoutCancel(ctx), key, buf)
 		<-w.v.uploads
 		w.v.pool.put(buf)
+		w.v.budget.release(bs, true)
 		if err != nil {
 			s.mu.Lock()
 			if s.err == nil {
@@ -251,6 +332,7 @@ func (w *Writer) Abort() {
 	for _, s := range w.slices {
 		if s.cur != nil {
 			w.v.pool.put(s.cur)
+			w.v.budget.release(int64(w.v.BlockSize), false)
 			s.cur = nil
 		}
 		s.wg.Wait()

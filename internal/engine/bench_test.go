@@ -52,7 +52,15 @@ func BenchmarkLookup(b *testing.B) {
 
 // BenchmarkCreate makes regular files in directories that fill up to
 // 10,000 entries each, then moves on to a fresh directory.
-func BenchmarkCreate(b *testing.B) {
+func BenchmarkCreate(b *testing.B) { benchCreate(b, 0) }
+
+// BenchmarkCreateFrozen is BenchmarkCreate with a freeze always live, a
+// new one every 10,000 files (as if a checkpoint were always being
+// written), so that creates keep meeting chunks and directories the
+// freeze shares.
+func BenchmarkCreateFrozen(b *testing.B) { benchCreate(b, 10_000) }
+
+func benchCreate(b *testing.B, refreeze int) {
 	const perDir = 10_000
 	e := New(1, 1)
 	c := Cred{UID: 1000, GID: 1000}
@@ -64,8 +72,15 @@ func BenchmarkCreate(b *testing.B) {
 		names[i] = fmt.Sprintf("f%05d", i)
 	}
 	var dir Ino
+	var f *Frozen
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
+		if refreeze > 0 && i%refreeze == 0 {
+			if f != nil {
+				f.Release()
+			}
+			f = e.Freeze()
+		}
 		if i%perDir == 0 {
 			a, err := e.Mkdir(c, e.Root(), fmt.Sprintf("d%d", i/perDir), 0o755, int64(i))
 			if err != nil {
@@ -138,4 +153,14 @@ func BenchmarkFirstAccessPacked(b *testing.B) {
 	}
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, "p99_us")
+}
+
+// BenchmarkFreeze takes and releases a freeze of a million files: the
+// pause a checkpoint costs the owner goroutine.
+func BenchmarkFreeze(b *testing.B) {
+	e, _, _, _ := bigDir(b, 1_000_000)
+	b.ReportAllocs()
+	for b.Loop() {
+		e.Freeze().Release()
+	}
 }

@@ -8,14 +8,24 @@ import "fmt"
 // directory's link count is 2 plus its subdirectories; every other node's
 // link count is the number of entries naming it; every node is reachable
 // from the root (no orphans, no cycles); no node number is at or beyond the
-// allocator's next; and the data path's invariants (see checkData). It
-// walks the whole tree: for tests and fsck.
+// allocator's next; the quotas', ACLs' and trash's (checkQuotas,
+// checkACLs, checkTrash); and the data path's invariants (see
+// checkData). It walks the whole tree: for tests and fsck.
 func (e *Engine) Check() error {
+	e.st.beginRO() // read what is packed where it is
+	defer e.st.endRO()
+	return e.check(e.checkStore)
+}
+
+// check is Check with store checking the store's own invariants (a
+// function, so that Load can run it on another goroutine; a loaded
+// engine has nothing packed, so Load needs no beginRO).
+func (e *Engine) check(store func() error) error {
 	rootSlot := e.st.slotOf(e.root)
 	if rootSlot == 0 {
 		return fmt.Errorf("root %d missing or malformed", e.root)
 	}
-	root := e.at(rootSlot)
+	root := e.peekAt(rootSlot)
 	if !root.isDir() || e.parentOf(root) != e.root {
 		return fmt.Errorf("root %d missing or malformed", e.root)
 	}
@@ -39,11 +49,11 @@ func (e *Engine) Check() error {
 				err = fmt.Errorf("dir %d: bad entry name %q", d.Ino, name)
 				return false
 			}
-			if slot >= e.st.nodes.next || e.at(slot).Ino == 0 {
+			if slot >= e.st.nodes.next || e.peekAt(slot).Ino == 0 {
 				err = fmt.Errorf("dir %d: entry %q points at a free slot %d", d.Ino, name, slot)
 				return false
 			}
-			child := e.at(slot)
+			child := e.peekAt(slot)
 			refs[slot]++
 			if !child.isDir() {
 				return true
@@ -68,12 +78,15 @@ func (e *Engine) Check() error {
 			return fmt.Errorf("dir %d: nlink %d, want %d", d.Ino, d.Nlink, want)
 		}
 	}
-	if err := e.checkStore(); err != nil {
+	if err := store(); err != nil {
+		return err
+	}
+	if err := e.checkIntents(); err != nil {
 		return err
 	}
 	var used uint64
 	for slot := uint32(1); slot < e.st.nodes.next; slot++ {
-		n := e.at(slot)
+		n := e.peekAt(slot)
 		ino := n.Ino
 		if ino == 0 {
 			continue
@@ -98,6 +111,15 @@ func (e *Engine) Check() error {
 	}
 	if used != e.used {
 		return fmt.Errorf("used bytes %d, but files hold %d", e.used, used)
+	}
+	if err := e.checkQuotas(); err != nil {
+		return err
+	}
+	if err := e.checkACLs(); err != nil {
+		return err
+	}
+	if err := e.checkTrash(); err != nil {
+		return err
 	}
 	return e.checkData()
 }

@@ -6,14 +6,28 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"math"
+	"slices"
 )
 
 // checkpointMagic starts every checkpoint body; the last two bytes are the
 // format version. Version 02 added the federation tables and version 03
 // the data section (checkpoint_data.go), both after the nodes; version 04
 // writes the nodes in slot order without their entries, then every
-// directory's entries, so that Load links entries as it reads them.
-const checkpointMagic = "CNPYNS04"
+// directory's entries, so that Load links entries as it reads them;
+// version 05 adds the node slab's free slots, in the order they will be
+// reused, before the nodes, so that a loaded engine lays out new nodes as
+// the engine that wrote it would have, and two replicas that applied the
+// same operations write the same bytes whether or not one of them was
+// loaded from a checkpoint in between; version 06 adds the directory
+// quotas' limits after the data section (quota_checkpoint.go). Load reads
+// versions 04, 05 and 06.
+const (
+	checkpointMagic   = "CNPYNS06"
+	checkpointMagic05 = "CNPYNS05"
+	checkpointMagic04 = "CNPYNS04"
+)
 
 // ErrBadCheckpoint reports a checkpoint body that does not decode into a
 // valid namespace.
@@ -21,14 +35,22 @@ var ErrBadCheckpoint = errors.New("bad checkpoint")
 
 // WriteCheckpoint writes the whole namespace to w in a compact binary form
 // that Load reads back. It runs on the owner goroutine and holds it for
-// the time it takes to encode the tree.
+// the time it takes to encode the tree; Freeze and Frozen.WriteCheckpoint
+// write the same bytes without holding it.
 func (e *Engine) WriteCheckpoint(w io.Writer) error {
+	e.st.beginRO() // read what is packed where it is
+	defer e.st.endRO()
 	enc := encoder{w: w, buf: make([]byte, 0, encodeChunk+encodeSlack)}
 	enc.raw([]byte(checkpointMagic))
 	enc.uint(uint64(e.part))
 	enc.uint(e.next)
 	enc.uint(e.used)
 	enc.uint(uint64(e.st.len()))
+	free := e.st.nodes.free
+	enc.uint(uint64(len(free)))
+	for _, slot := range free {
+		enc.uint(uint64(slot))
+	}
 	dirs := 0
 	for _, n := range e.st.all() {
 		enc.node(e, n)
@@ -44,6 +66,8 @@ func (e *Engine) WriteCheckpoint(w io.Writer) error {
 	}
 	enc.tables(&e.tables)
 	enc.writeData(e)
+	enc.quotas(e.quota.list)
+	enc.intents(e.xr.list)
 	enc.flush()
 	if enc.err != nil {
 		return fmt.Errorf("write checkpoint: %w", enc.err)
@@ -53,10 +77,14 @@ func (e *Engine) WriteCheckpoint(w io.Writer) error {
 
 // Load reads a namespace written by WriteCheckpoint and verifies its
 // invariants.
-func Load(r io.Reader) (*Engine, error) {
+func Load(r io.Reader) (*Engine, error) { return load(r, true) }
+
+// load is Load, decoding on a goroutine of its own if parallel
+// (load_parallel.go), or all on the caller's.
+func load(r io.Reader, parallel bool) (*Engine, error) {
 	dec := decoder{r: bufio.NewReaderSize(r, 256<<10)}
 	magic := dec.bytes(len(checkpointMagic))
-	if dec.err == nil && string(magic) != checkpointMagic {
+	if dec.err == nil && string(magic) != checkpointMagic && string(magic) != checkpointMagic05 && string(magic) != checkpointMagic04 {
 		return nil, fmt.Errorf("%w: magic %q", ErrBadCheckpoint, magic)
 	}
 	part := dec.uint()
@@ -70,20 +98,25 @@ func Load(r io.Reader) (*Engine, error) {
 	if dec.err == nil && part > 1<<PartitionBits-1 {
 		return nil, fmt.Errorf("%w: partition %d", ErrBadCheckpoint, part)
 	}
-	dirs := 0
-	for i := uint64(0); i < count && dec.err == nil; i++ {
-		if dec.node(e) {
-			dirs++
-		}
+	var free []uint32
+	if string(magic) != checkpointMagic04 {
+		free = dec.freeSlots(count)
 	}
-	if nd := dec.uint(); dec.err == nil && nd != uint64(dirs) {
-		return nil, fmt.Errorf("%w: entries of %d directories, %d read", ErrBadCheckpoint, nd, dirs)
+	if dec.err == nil && count < 1<<32 {
+		e.st.index.reserve(int(count))
+		dec.denseFor(e, count)
 	}
-	for range dirs {
-		if dec.entries(e); dec.err != nil {
-			break
-		}
+	holes := slices.Sorted(slices.Values(free))
+	if slot, dup := repeated(holes); dup {
+		return nil, fmt.Errorf("%w: free slot %d repeated", ErrBadCheckpoint, slot)
 	}
+	if parallel {
+		dec.loadSections(e, count, holes)
+	} else {
+		dec.loadSectionsSerial(e, count, holes)
+	}
+	e.st.nodes.free = free
+	dec.dense = nil
 	if dec.err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadCheckpoint, dec.err)
 	}
@@ -92,13 +125,58 @@ func Load(r io.Reader) (*Engine, error) {
 		return nil, fmt.Errorf("%w: %w", ErrBadCheckpoint, err)
 	}
 	dec.readData(e)
+	if string(magic) == checkpointMagic {
+		dec.readQuotas(e)
+		dec.readIntents(e)
+	}
 	if dec.err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadCheckpoint, dec.err)
 	}
-	if err := e.Check(); err != nil {
+	check := e.Check
+	if parallel {
+		check = e.checkLoaded
+	}
+	if err := check(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadCheckpoint, err)
 	}
 	return e, nil
+}
+
+// freeSlots reads the node slab's free list of a checkpoint holding count
+// nodes: distinct slots from 1 to count plus their own number, as a slab
+// of count live records and that many holes has.
+func (d *decoder) freeSlots(count uint64) []uint32 {
+	n := d.uint()
+	if d.err != nil {
+		return nil
+	}
+	if count+n > math.MaxUint32-1 {
+		d.err = fmt.Errorf("%d nodes and %d free slots", count, n)
+		return nil
+	}
+	var free []uint32
+	for range n {
+		slot := d.uint()
+		if d.err != nil {
+			return nil
+		}
+		if slot == 0 || slot > count+n {
+			d.err = fmt.Errorf("free slot %d of a slab of %d", slot, count+n)
+			return nil
+		}
+		free = append(free, uint32(slot))
+	}
+	return free
+}
+
+// repeated reports the first value repeated in sorted, if any.
+func repeated(sorted []uint32) (uint32, bool) {
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i] == sorted[i-1] {
+			return sorted[i], true
+		}
+	}
+	return 0, false
 }
 
 // encoder writes varints and strings, keeping the first error. It appends
@@ -152,11 +230,21 @@ func (e *encoder) str(s string) {
 }
 
 func (e *encoder) node(eng *Engine, n *node) {
-	e.uint(uint64(n.Ino))
+	var parent Ino
+	if n.isDir() {
+		parent = eng.st.extraOf(n).parent
+	}
+	e.nodeAs(eng, n, n.Ino, n.Nlink, parent)
+}
+
+// nodeAs writes node n as node ino with nlink links and, for a directory,
+// parent as its parent (a subtree's dump renumbers its top, subtree.go).
+func (e *encoder) nodeAs(eng *Engine, n *node, ino Ino, nlink uint32, parent Ino) {
+	e.uint(uint64(ino))
 	e.uint(uint64(n.Mode))
 	e.uint(uint64(eng.uid(n)))
 	e.uint(uint64(eng.gid(n)))
-	e.uint(uint64(n.Nlink))
+	e.uint(uint64(nlink))
 	e.uint(n.Size)
 	e.int(n.Atime)
 	e.int(n.Mtime)
@@ -167,16 +255,21 @@ func (e *encoder) node(eng *Engine, n *node) {
 		x = &noExtra
 	}
 	e.uint(uint64(len(x.xattrs)))
-	for k, v := range x.xattrs {
-		e.str(k)
-		e.uint(uint64(len(v)))
-		e.raw(v)
+	if len(x.xattrs) > 0 {
+		// In name order: map order would differ from one checkpoint to
+		// the next.
+		for _, k := range slices.Sorted(maps.Keys(x.xattrs)) {
+			v := x.xattrs[k]
+			e.str(k)
+			e.uint(uint64(len(v)))
+			e.raw(v)
+		}
 	}
 	switch n.Mode & S_IFMT {
 	case S_IFLNK:
 		e.str(x.target)
 	case S_IFDIR:
-		e.uint(uint64(x.parent))
+		e.uint(uint64(parent))
 	}
 }
 
@@ -192,7 +285,7 @@ func (e *encoder) entries(eng *Engine, n *node) {
 	d.each(func(name []byte, slot uint32) bool {
 		e.uint(uint64(len(name)))
 		e.raw(name)
-		e.uint(uint64(eng.at(slot).Ino))
+		e.uint(uint64(eng.st.inoAt(slot)))
 		return true
 	})
 }
@@ -202,11 +295,22 @@ func (e *encoder) entries(eng *Engine, n *node) {
 type decoder struct {
 	r   *bufio.Reader
 	err error
+	// dense, while Load reads the nodes and entries of a checkpoint whose
+	// inode numbers are dense enough, maps a local inode number to its
+	// slot (load.go); nil: the inode index does.
+	dense []uint32
 }
 
 func (d *decoder) uint() uint64 {
 	if d.err != nil {
 		return 0
+	}
+	// The common case: the whole varint is buffered.
+	if b, _ := d.r.Peek(binary.MaxVarintLen64); len(b) > 0 {
+		if v, n := binary.Uvarint(b); n > 0 {
+			d.r.Discard(n)
+			return v
+		}
 	}
 	v, err := binary.ReadUvarint(d.r)
 	if err != nil {
@@ -226,6 +330,12 @@ func (d *decoder) uint32() uint32 {
 func (d *decoder) int() int64 {
 	if d.err != nil {
 		return 0
+	}
+	if b, _ := d.r.Peek(binary.MaxVarintLen64); len(b) > 0 {
+		if v, n := binary.Varint(b); n > 0 {
+			d.r.Discard(n)
+			return v
+		}
 	}
 	v, err := binary.ReadVarint(d.r)
 	if err != nil {
@@ -252,114 +362,6 @@ func (d *decoder) str(limit int) string {
 		d.err = fmt.Errorf("string of %d bytes, limit %d", n, limit)
 	}
 	return string(d.bytes(int(n)))
-}
-
-// node reads one node into e, without a directory's entries (entries
-// reads those); it reports whether the node is a directory.
-func (d *decoder) node(e *Engine) (isDir bool) {
-	ino := Ino(d.uint())
-	var a node
-	a.Mode = d.uint32()
-	uid, gid := d.uint32(), d.uint32()
-	a.Nlink = d.uint32()
-	a.Size = d.uint()
-	a.Atime = d.int()
-	a.Mtime = d.int()
-	a.Ctime = d.int()
-	rdev := d.uint32()
-	if d.err != nil {
-		return
-	}
-	if typ := a.Mode & S_IFMT; rdev != 0 && typ != S_IFCHR && typ != S_IFBLK {
-		d.err = fmt.Errorf("node %d: a device number on a node of type %o", ino, typ)
-		return
-	}
-	if ino == 0 {
-		d.err = fmt.Errorf("node 0")
-		return
-	}
-	// Repeats are refused as they come: left to Check, each would make
-	// the next insert into the index walk a longer run.
-	if e.st.slotOf(ino) != 0 {
-		d.err = fmt.Errorf("node %d repeated", ino)
-		return
-	}
-	_, n := e.st.add(ino)
-	n.Mode, n.Nlink, n.Size = a.Mode, a.Nlink, a.Size
-	n.Atime, n.Mtime, n.Ctime = a.Atime, a.Mtime, a.Ctime
-	e.setOwner(n, uid, gid)
-	if rdev != 0 {
-		e.st.extra(n).rdev = rdev
-	}
-	if nx := d.uint(); nx > 0 && d.err == nil {
-		if nx > 1<<16 {
-			d.err = fmt.Errorf("node %d: %d xattrs", ino, nx)
-			return
-		}
-		xs := make(map[string][]byte, min(nx, 64))
-		for range nx {
-			k := d.str(MaxXattrName)
-			v := d.str(MaxXattrSize)
-			if d.err != nil {
-				return
-			}
-			xs[k] = []byte(v)
-		}
-		e.st.extra(n).xattrs = xs
-	}
-	switch n.Mode & S_IFMT {
-	case S_IFLNK:
-		if target := d.str(MaxPathLen); d.err == nil {
-			e.st.extra(n).target = target
-		}
-	case S_IFDIR:
-		x := e.st.extra(n)
-		x.parent = Ino(d.uint())
-		x.dir = &dirents{}
-		return true
-	}
-	return false
-}
-
-// entries reads one directory's entries into e, whose nodes are all read.
-func (d *decoder) entries(e *Engine) {
-	ino := Ino(d.uint())
-	nc := d.uint()
-	if d.err != nil {
-		return
-	}
-	n := e.st.get(ino)
-	if n == nil || !n.isDir() || e.st.extraOf(n).dir.live > 0 || e.st.extraOf(n).dir.dead > 0 {
-		d.err = fmt.Errorf("entries of %d: not a directory, or given twice", ino)
-		return
-	}
-	dir := e.st.extraOf(n).dir
-	var name [MaxNameLen]byte
-	for i := uint64(0); i < nc && d.err == nil; i++ {
-		k := d.uint()
-		if d.err == nil && (k == 0 || k > MaxNameLen) {
-			d.err = fmt.Errorf("dir %d: entry name of %d bytes", ino, k)
-			return
-		}
-		if d.err != nil {
-			return
-		}
-		if _, err := io.ReadFull(d.r, name[:k]); err != nil {
-			d.err = noEOF(err)
-			return
-		}
-		child := Ino(d.uint())
-		slot := e.st.slotOf(child)
-		if d.err == nil && slot == 0 {
-			d.err = fmt.Errorf("dir %d: entry %q names node %d, which is not there", ino, name[:k], child)
-			return
-		}
-		if dir.findBytes(name[:k]) >= 0 {
-			d.err = fmt.Errorf("dir %d: entry %q repeated", ino, name[:k])
-			return
-		}
-		dir.addBytes(name[:k], slot)
-	}
 }
 
 // noEOF turns a clean EOF in the middle of a structure into

@@ -37,21 +37,31 @@ func (enc *encoder) writeData(e *Engine) {
 		if !e.hasData(n) {
 			continue
 		}
-		cs := e.chunks(n)
-		enc.uint(uint64(n.Ino))
-		enc.uint(uint64(len(cs)))
-		for _, ch := range cs {
-			enc.uint(uint64(ch.idx))
-			enc.uint(uint64(len(ch.slices)))
-			for _, s := range ch.slices {
-				enc.uint(s.ID)
-				enc.uint(uint64(s.Size))
-				enc.uint(uint64(s.Off))
-				enc.uint(uint64(s.Len))
-				enc.uint(uint64(s.Pos))
-			}
+		enc.fileChunks(e, n)
+	}
+	enc.garbage(e)
+}
+
+// fileChunks writes the chunks of file n, which has data.
+func (enc *encoder) fileChunks(e *Engine, n *node) {
+	cs := e.chunks(n)
+	enc.uint(uint64(n.Ino))
+	enc.uint(uint64(len(cs)))
+	for _, ch := range cs {
+		enc.uint(uint64(ch.idx))
+		enc.uint(uint64(len(ch.slices)))
+		for _, s := range ch.slices {
+			enc.uint(s.ID)
+			enc.uint(uint64(s.Size))
+			enc.uint(uint64(s.Off))
+			enc.uint(uint64(s.Len))
+			enc.uint(uint64(s.Pos))
 		}
 	}
+}
+
+// garbage writes the garbage list, in slice order.
+func (enc *encoder) garbage(e *Engine) {
 	ids := e.sortedGarbage()
 	enc.uint(uint64(len(ids)))
 	prev := uint64(0)

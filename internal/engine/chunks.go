@@ -55,7 +55,7 @@ func (e *Engine) hasData(n *node) bool {
 func (e *Engine) setChunks(n *node, cs []chunk) {
 	e.st.dropSingle(n)
 	if len(cs) == 0 {
-		if x := e.st.extraOf(n); x != nil {
+		if x := e.st.extraMut(n); x != nil {
 			x.file = nil
 			e.st.dropExtraIfEmpty(n)
 		}
@@ -75,6 +75,8 @@ func (e *Engine) setChunks(n *node, cs []chunk) {
 func (e *Engine) expand(n *node) {
 	if e.st.singleOf(n) != nil {
 		e.st.extra(n) // moves the single into file data
+	} else {
+		e.st.extraMut(n) // the chunk lists are no longer a live freeze's
 	}
 }
 
@@ -112,6 +114,21 @@ func (e *Engine) regular(ino Ino) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
+	return isRegular(n)
+}
+
+// peekRegular is regular for reading only.
+func (e *Engine) peekRegular(ino Ino) (*node, error) {
+	n, err := e.peek(ino)
+	if err != nil {
+		return nil, err
+	}
+	return isRegular(n)
+}
+
+// isRegular returns n if it is a regular file: EISDIR for a directory,
+// EINVAL for any other type.
+func isRegular(n *node) (*node, error) {
 	switch n.Mode & S_IFMT {
 	case S_IFREG:
 		return n, nil
@@ -227,8 +244,10 @@ func checkPlacement(s Slice) error {
 
 // Commit records slices whose data is stored, in order (a later slice
 // covers earlier ones where they overlap), and makes the file at least size
-// bytes long and long enough to hold them. The caller needs write
-// permission. Each slice id must have been handed out by AllocSlices and
+// bytes long and long enough to hold them. Like a write through an open
+// file descriptor it checks no permission: access is checked by Open (a
+// file opened for writing stays writable through that descriptor whatever
+// its mode becomes). Each slice id must have been handed out by AllocSlices and
 // not used yet (EINVAL otherwise); one commit may place the same id again
 // only in another chunk and with the same Size (a write that crosses a
 // chunk boundary, stored as one slice). mtime sets the file's mtime (0:
@@ -241,8 +260,8 @@ func (e *Engine) Commit(c Cred, ino Ino, writes []SliceWrite, size uint64, mtime
 	if err != nil {
 		return Attr{}, err
 	}
-	if err := e.access(c, n, mayWrite); err != nil {
-		return Attr{}, err
+	if e.pinned(ino) {
+		return Attr{}, syscall.EBUSY // moving to another partition
 	}
 	if size > MaxFileSize {
 		return Attr{}, syscall.EFBIG
@@ -271,6 +290,10 @@ func (e *Engine) Commit(c Cred, ino Ino, writes []SliceWrite, size uint64, mtime
 			return Attr{}, syscall.EINVAL
 		}
 	}
+	q, err := e.quotaGrow(n, newSize)
+	if err != nil {
+		return Attr{}, err
+	}
 
 	e.expand(n)
 	defer e.st.settle(n)
@@ -296,7 +319,9 @@ func (e *Engine) Commit(c Cred, ino Ino, writes []SliceWrite, size uint64, mtime
 	}
 	a := n
 	e.used += newSize - a.Size
+	old := a.Size
 	a.Size = newSize
+	e.quotaResized(q, a, old)
 	if mtime == 0 {
 		mtime = now
 	}
@@ -355,7 +380,7 @@ func overlapsEarlier(ss []Slice, from int) bool {
 // a read through an open file descriptor it checks no permission: access
 // is checked by Open.
 func (e *Engine) ReadChunks(ino Ino, first, count uint32) (Attr, []ChunkView, error) {
-	n, err := e.regular(ino)
+	n, err := e.peekRegular(ino)
 	if err != nil {
 		return Attr{}, nil, err
 	}
@@ -451,6 +476,9 @@ func (e *Engine) Compact(ino Ino, idx uint32, oldIDs []uint64, s Slice, now int6
 	n, err := e.regular(ino)
 	if err != nil {
 		return err
+	}
+	if e.pinned(ino) {
+		return syscall.EBUSY // moving to another partition
 	}
 	if len(oldIDs) == 0 {
 		return syscall.EINVAL

@@ -35,6 +35,9 @@ func (e *Engine) prepareEntry(c Cred, parent Ino, name string) (*node, error) {
 	if err := e.access(c, d, mayWrite); err != nil {
 		return nil, err
 	}
+	if e.reserved(d.Ino, name) {
+		return nil, syscall.EBUSY // a rename across partitions is about to fill it
+	}
 	return d, nil
 }
 
@@ -62,6 +65,12 @@ func (e *Engine) newNode(c Cred, d *node, mode uint32, now int64) (uint32, *node
 
 // Mkdir creates directory name in parent with permission bits mode.
 func (e *Engine) Mkdir(c Cred, parent Ino, name string, mode uint32, now int64) (Attr, error) {
+	return e.MkdirMasked(c, parent, name, mode, 0, now)
+}
+
+// MkdirMasked is Mkdir with the creator's umask, which applies only when
+// parent has no default ACL (the ACL masks the mode instead; acl.go).
+func (e *Engine) MkdirMasked(c Cred, parent Ino, name string, mode, umask uint32, now int64) (Attr, error) {
 	d, err := e.prepareEntry(c, parent, name)
 	if err != nil {
 		return Attr{}, err
@@ -69,9 +78,15 @@ func (e *Engine) Mkdir(c Cred, parent Ino, name string, mode uint32, now int64) 
 	if e.next >= 1<<localBits {
 		return Attr{}, syscall.ENOSPC // the partition's inode numbers are used up
 	}
+	q, err := e.quotaCreate(d)
+	if err != nil {
+		return Attr{}, err
+	}
 	// mkdir keeps only the permission and sticky bits of mode; set-group-id
 	// comes from the parent alone.
 	slot, n := e.newNode(c, d, S_IFDIR|mode&(0o777|S_ISVTX), now)
+	e.inheritACL(d, n, umask)
+	e.quotaCreated(q, n)
 	n.Nlink = 2
 	n.Size = dirSize
 	x := e.st.extra(n)
@@ -88,6 +103,12 @@ func (e *Engine) Mkdir(c Cred, parent Ino, name string, mode uint32, now int64) 
 // EINVAL before anything else; devices need root (EPERM), checked after
 // the new entry's own checks.
 func (e *Engine) Mknod(c Cred, parent Ino, name string, mode, rdev uint32, now int64) (Attr, error) {
+	return e.MknodMasked(c, parent, name, mode, rdev, 0, now)
+}
+
+// MknodMasked is Mknod with the creator's umask, which applies only when
+// parent has no default ACL (the ACL masks the mode instead; acl.go).
+func (e *Engine) MknodMasked(c Cred, parent Ino, name string, mode, rdev, umask uint32, now int64) (Attr, error) {
 	typ := mode & S_IFMT
 	switch typ {
 	case 0:
@@ -108,7 +129,13 @@ func (e *Engine) Mknod(c Cred, parent Ino, name string, mode, rdev uint32, now i
 	if (typ == S_IFCHR || typ == S_IFBLK) && !c.IsRoot() {
 		return Attr{}, syscall.EPERM
 	}
+	q, err := e.quotaCreate(d)
+	if err != nil {
+		return Attr{}, err
+	}
 	slot, n := e.newNode(c, d, mode, now)
+	e.inheritACL(d, n, umask)
+	e.quotaCreated(q, n)
 	if (typ == S_IFCHR || typ == S_IFBLK) && rdev != 0 {
 		e.st.extra(n).rdev = rdev
 	}
@@ -136,7 +163,12 @@ func (e *Engine) Symlink(c Cred, parent Ino, name, target string, now int64) (At
 	if e.next >= 1<<localBits {
 		return Attr{}, syscall.ENOSPC // the partition's inode numbers are used up
 	}
+	q, err := e.quotaCreate(d)
+	if err != nil {
+		return Attr{}, err
+	}
 	slot, n := e.newNode(c, d, S_IFLNK|0o777, now)
+	e.quotaCreated(q, n)
 	e.st.extra(n).target = target
 	n.Size = uint64(len(target))
 	e.addEntry(d, name, slot, now)
@@ -158,11 +190,17 @@ func (e *Engine) Link(c Cred, ino Ino, newParent Ino, newName string, now int64)
 	if n.isDir() {
 		return Attr{}, syscall.EPERM
 	}
+	if e.pinned(n.Ino) {
+		return Attr{}, syscall.EBUSY
+	}
 	if n.Nlink == 0 {
 		return Attr{}, syscall.ENOENT // an open file whose last link is gone, as Linux's vfs_link
 	}
 	if n.Nlink >= MaxLinks {
 		return Attr{}, syscall.EMLINK
+	}
+	if e.regionOf(d) != e.tagOf(ino) {
+		return Attr{}, syscall.EXDEV // the links would lie under different quotas
 	}
 	n.Nlink++
 	n.Ctime = now

@@ -76,7 +76,6 @@ func TestCommitValidation(t *testing.T) {
 	}{
 		{"directory", credRoot, d, []SliceWrite{{Slice: ok}}, 0, syscall.EISDIR},
 		{"missing", credRoot, MakeIno(2, 999), []SliceWrite{{Slice: ok}}, 0, syscall.ENOENT},
-		{"no write permission", Cred{UID: 5, GID: 5}, f, []SliceWrite{{Slice: ok}}, 0, syscall.EACCES},
 		{"hole id", credRoot, f, []SliceWrite{{Slice: Slice{Size: 1, Len: 1}}}, 0, syscall.EINVAL},
 		{"empty slice", credRoot, f, []SliceWrite{{Slice: Slice{ID: id, Size: 1}}}, 0, syscall.EINVAL},
 		{"past the slice's data", credRoot, f, []SliceWrite{{Slice: Slice{ID: id, Size: 10, Off: 5, Len: 6}}}, 0, syscall.EINVAL},
@@ -131,6 +130,50 @@ func TestCommitKillsSetuid(t *testing.T) {
 	a, err := e.Commit(credU1, f, []SliceWrite{{Slice: Slice{ID: allocOne(t, e), Size: 1, Len: 1}}}, 0, 0, 5)
 	if err != nil || a.Mode&(S_ISUID|S_ISGID) != 0 {
 		t.Fatalf("commit by the owner: mode %o %v, want set-id bits cleared", a.Mode, err)
+	}
+}
+
+// A size set through a descriptor open for writing (SetOpenFile) needs no
+// write permission now: ftruncate on a file whose mode became 0 after the
+// open succeeds, by anyone, and a non-root caller still clears the set-id
+// bits. Without the flag the mode decides.
+func TestTruncateThroughOpenFile(t *testing.T) {
+	e, _, f := dataFixture(t)
+	if _, err := e.SetAttr(credU1, f, SetAttr{Valid: SetMode, Mode: 0o6070}, 4); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.SetAttr(credU1, f, SetAttr{Valid: SetSize, Size: 10}, 5)
+	wantErrno(t, "truncate by path, mode 6070, as the owner", err, syscall.EACCES)
+	_, err = e.SetAttr(credU2, f, SetAttr{Valid: SetSize, Size: 10}, 5)
+	wantErrno(t, "truncate by path, mode 6070, as another user", err, syscall.EACCES)
+	a, err := e.SetAttr(credU2, f, SetAttr{Valid: SetSize | SetOpenFile, Size: 10}, 6)
+	if err != nil || a.Size != 10 || a.Mode&0o7777 != 0o070 {
+		t.Fatalf("truncate through an open file by another user: size %d mode %o %v, want 10, 070", a.Size, a.Mode, err)
+	}
+	_, err = e.SetAttr(credU2, f, SetAttr{Valid: SetMode | SetOpenFile, Mode: 0o777}, 7)
+	wantErrno(t, "chmod through an open file by another user", err, syscall.EPERM)
+}
+
+// The open that completes a create is granted to the owner whatever the
+// new file's mode, and the writes through it commit: open(2) with O_CREAT
+// and mode 0 gives a descriptor that can write. Anyone else, and an open
+// without OpenCreated, is held to the mode.
+func TestOpenCreatedThenCommit(t *testing.T) {
+	e, d, _ := dataFixture(t)
+	a, err := e.Mknod(credU1, d, "zero", S_IFREG|0, 0, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.Open(credU1, a.Ino, OpenReadWrite)
+	wantErrno(t, "open of a mode 0 file by its owner", err, syscall.EACCES)
+	_, err = e.Open(credU2, a.Ino, OpenReadWrite|OpenCreated)
+	wantErrno(t, "open marked as a create by another user", err, syscall.EACCES)
+	if _, err := e.Open(credU1, a.Ino, OpenReadWrite|OpenCreated); err != nil {
+		t.Fatalf("open completing the owner's create: %v", err)
+	}
+	got, err := e.Commit(credU1, a.Ino, []SliceWrite{{Slice: Slice{ID: allocOne(t, e), Size: 5, Len: 5}}}, 0, 0, 4)
+	if err != nil || got.Size != 5 {
+		t.Fatalf("commit through the open file: size %d %v", got.Size, err)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"slices"
-	"strings"
 )
 
 // dirents is one directory's entries, without a Go allocation per entry:
@@ -16,19 +15,27 @@ import (
 //   - index is an open-addressing table over the live entries' offsets
 //     (offset+1; 0 is empty), placed by a hash of the name. Small
 //     directories have none and are scanned.
-//   - sorted is the live entries' offsets in name order, built for paged
-//     listings and dropped by any change of names.
+//   - sorted is the entries' offsets in name order, built for paged
+//     listings by the first listing and kept from then on (ord says how;
+//     listing.go); nil until then, and again after packing or loading.
 //   - packed is the compressed form of an idle directory (idle.go): buf,
 //     index and sorted are nil while it is set.
+//
+// While a freeze is live, the freeze reads buf up to its length at the
+// freeze and packed; the engine changes a copy of the header (see
+// extra.unshare), and bufShared says that buf's bytes are still the
+// freeze's: appending past them is safe, overwriting them is not (ownBuf).
 type dirents struct {
-	buf    []byte
-	index  []uint32
-	sorted []uint32
-	packed []byte
-	live   int  // live entries
-	bufLen int  // while packed: the length of buf unpacked
-	dead   int  // bytes of removed entries in buf
-	ref    bool // used since the idle sweep last passed
+	buf       []byte
+	index     []uint32
+	sorted    []uint32
+	ord       *order // with sorted: what changed since sorted was built
+	packed    []byte
+	live      int  // live entries
+	bufLen    int  // while packed: the length of buf unpacked
+	dead      int  // bytes of removed entries in buf
+	ref       bool // used since the idle sweep last passed
+	bufShared bool // buf's bytes may be a live freeze's: copy before overwriting
 }
 
 // Sizes of the entry layout.
@@ -62,7 +69,16 @@ func pos(h uint32, n int) int { return int(uint64(h) * uint64(n) >> 32) }
 func (d *dirents) slotAt(off int) uint32 { return binary.LittleEndian.Uint32(d.buf[off:]) }
 
 func (d *dirents) setSlotAt(off int, slot uint32) {
+	if d.bufShared {
+		d.ownBuf()
+	}
 	binary.LittleEndian.PutUint32(d.buf[off:], slot)
+}
+
+// ownBuf gives d its own copy of buf, which a live freeze may share.
+func (d *dirents) ownBuf() {
+	d.buf = append(make([]byte, 0, cap(d.buf)), d.buf...)
+	d.bufShared = false
 }
 
 // nameAt returns the name of the entry at off, sharing buf's bytes: it is
@@ -132,13 +148,15 @@ func addEntry[S string | []byte](d *dirents, name S, slot uint32) {
 		// byte of it is lost to rounding.
 		buf := slices.Grow([]byte(nil), max(need+need/16, 64))[:off]
 		copy(buf, d.buf)
-		d.buf = buf
+		d.buf, d.bufShared = buf, false
 	}
 	d.buf = binary.LittleEndian.AppendUint32(d.buf, slot)
 	d.buf = append(d.buf, byte(len(name)))
 	d.buf = append(d.buf, name...)
 	d.live++
-	d.sorted = nil
+	if d.sorted != nil {
+		d.ord.tailLen = -1 // the new entry is in the tail
+	}
 	switch {
 	case d.index != nil:
 		if (d.live+1)*4 > len(d.index)*3 {
@@ -164,7 +182,9 @@ func (d *dirents) remove(name string) uint32 {
 	d.setSlotAt(off, 0)
 	d.live--
 	d.dead += entHeader + len(name)
-	d.sorted = nil
+	if d.sorted != nil {
+		d.ord.removed(off)
+	}
 	if d.dead > 256 && d.dead*2 > len(d.buf) {
 		d.rewrite()
 	} else if d.index != nil && (d.live < smallDir/2 || d.live*8 < len(d.index)) {
@@ -239,15 +259,23 @@ func (d *dirents) reindex() {
 // rewrite drops removed entries from buf; offsets change, so the index is
 // rebuilt.
 func (d *dirents) rewrite() {
+	var order []uint32
+	if d.sorted != nil {
+		order = d.liveOrder()
+	}
+	old := d.buf
 	buf := make([]byte, 0, len(d.buf)-d.dead)
 	for off := 0; off < len(d.buf); off = d.next(off) {
 		if d.slotAt(off) != 0 {
 			buf = append(buf, d.buf[off:d.next(off)]...)
 		}
 	}
-	d.buf, d.dead, d.sorted = buf, 0, nil
+	d.buf, d.dead, d.sorted, d.bufShared = buf, 0, nil, false
 	d.index = nil
 	d.reindex()
+	if order != nil {
+		d.remap(old, order)
+	}
 }
 
 // each calls fn for every live entry, in the order they were added, until
@@ -263,33 +291,4 @@ func (d *dirents) each(fn func(name []byte, slot uint32) bool) {
 			return
 		}
 	}
-}
-
-// sortedOffsets returns the live entries' offsets in name order, building
-// them if a change dropped them.
-func (d *dirents) sortedOffsets() []uint32 {
-	if d.sorted == nil {
-		offs := make([]uint32, 0, d.live)
-		for off := 0; off < len(d.buf); off = d.next(off) {
-			if d.slotAt(off) != 0 {
-				offs = append(offs, uint32(off))
-			}
-		}
-		slices.SortFunc(offs, func(a, b uint32) int {
-			return strings.Compare(string(d.nameAt(int(a))), string(d.nameAt(int(b))))
-		})
-		d.sorted = offs
-	}
-	return d.sorted
-}
-
-// firstAfter returns the position in sorted of the first name after cursor.
-func (d *dirents) firstAfter(sorted []uint32, cursor string) int {
-	i, _ := slices.BinarySearchFunc(sorted, cursor, func(off uint32, c string) int {
-		if string(d.nameAt(int(off))) <= c {
-			return -1
-		}
-		return 1
-	})
-	return i
 }

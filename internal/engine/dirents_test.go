@@ -82,19 +82,23 @@ func compareListing(t *testing.T, step int, d *dirents, want map[string]uint32) 
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	offs := d.sortedOffsets()
-	if len(offs) != len(names) {
-		t.Fatalf("step %d: sorted has %d entries, want %d", step, len(offs), len(names))
-	}
-	for i, off := range offs {
-		if got := d.nameString(int(off)); got != names[i] || d.slotAt(int(off)) != want[names[i]] {
-			t.Fatalf("step %d: sorted[%d] = %q -> %d, want %q -> %d", step, i, got, d.slotAt(int(off)), names[i], want[names[i]])
+	var got []string
+	d.list("", func(off int) bool {
+		if d.slotAt(off) != want[d.nameString(off)] {
+			t.Fatalf("step %d: listed %q -> %d, want %d", step, d.nameAt(off), d.slotAt(off), want[d.nameString(off)])
 		}
+		got = append(got, d.nameString(off))
+		return true
+	})
+	if !slices.Equal(got, names) {
+		t.Fatalf("step %d: listing has %d entries %.80q, want %d %.80q", step, len(got), got, len(names), names)
 	}
 	if len(names) > 2 {
 		cur := names[len(names)/2]
-		if i := d.firstAfter(offs, cur); i != len(names)/2+1 {
-			t.Fatalf("step %d: first after %q at %d, want %d", step, cur, i, len(names)/2+1)
+		var first string
+		d.list(cur, func(off int) bool { first = d.nameString(off); return false })
+		if want := names[len(names)/2+1]; first != want {
+			t.Fatalf("step %d: first after %q is %q, want %q", step, cur, first, want)
 		}
 	}
 	compareEach(t, step, d, want)
@@ -221,5 +225,94 @@ func TestCompactIdleLeavesJustUsed(t *testing.T) {
 	}
 	if e.st.extraOf(e.node(d.Ino)).dir.packed == nil {
 		t.Fatal("the sweep settled without packing the directory again")
+	}
+}
+
+// TestListingKeptAcrossChanges pages through directories while random
+// adds, removes and packs change them between pages (rm -r's pattern of
+// listing from the start after each removed page included), and checks
+// every page against the names a map holds then: the order kept across
+// removals, the tail of entries added since it was built, its folding in,
+// and its carrying over a rewrite of the buffer.
+func TestListingKeptAcrossChanges(t *testing.T) {
+	for seed := int64(1); seed <= 8; seed++ {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewSource(seed))
+			d := &dirents{}
+			want := map[string]uint32{}
+			pool := []int{20, 3000, 20000}[seed%3]
+			nextSlot := uint32(1)
+			cursor := ""
+			for step := range 20000 {
+				if d.packed != nil {
+					d.unpack()
+				}
+				name := fmt.Sprintf("n%d", rng.Intn(pool))
+				if rng.Intn(30) == 0 {
+					name = fmt.Sprintf("%c%d", 'a'+rng.Intn(26), rng.Intn(pool))
+				}
+				_, exists := want[name]
+				switch r := rng.Intn(100); {
+				case r < 40 && !exists:
+					d.add(name, nextSlot)
+					want[name] = nextSlot
+					nextSlot++
+				case r < 70 && exists:
+					d.remove(name)
+					delete(want, name)
+				case r < 71:
+					d.pack()
+				case r < 73:
+					cursor = ""
+				case r < 76:
+					// rm -r: remove the first page, list from the start.
+					var page []string
+					d.list("", func(off int) bool {
+						page = append(page, d.nameString(off))
+						return len(page) < 50
+					})
+					for _, n := range page {
+						d.remove(n)
+						delete(want, n)
+					}
+				default:
+					limit := 1 + rng.Intn(200)
+					var page []string
+					end := d.list(cursor, func(off int) bool {
+						if len(page) == limit {
+							return false
+						}
+						if got, w := d.slotAt(off), want[d.nameString(off)]; got != w {
+							t.Fatalf("step %d: %q -> %d, want %d", step, d.nameAt(off), got, w)
+						}
+						page = append(page, d.nameString(off))
+						return true
+					})
+					var names []string
+					for n := range want {
+						if n > cursor {
+							names = append(names, n)
+						}
+					}
+					slices.Sort(names)
+					wantEnd := len(names) <= limit
+					names = names[:min(limit, len(names))]
+					if !slices.Equal(page, names) || end != wantEnd {
+						t.Fatalf("step %d: page after %q (limit %d) = %.60q end %v, want %.60q end %v", step, cursor, limit, page, end, names, wantEnd)
+					}
+					if len(page) > 0 {
+						cursor = page[len(page)-1]
+					}
+					if end {
+						cursor = ""
+					}
+				}
+				if step%499 == 0 && d.packed == nil {
+					if err := d.check(); err != nil {
+						t.Fatalf("step %d: %v", step, err)
+					}
+				}
+			}
+		})
 	}
 }

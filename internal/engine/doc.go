@@ -9,7 +9,10 @@
 //
 // Concurrency: an Engine is not safe for concurrent use. Exactly one
 // goroutine owns it (the server's apply loop) and calls every method; nothing
-// in it takes a lock.
+// in it takes a lock. The one exception is a Frozen view (Freeze): its
+// WriteCheckpoint may run on another goroutine while the owner goes on,
+// because from the freeze on the owner copies what it changes instead of
+// writing over what the view holds (freeze.go).
 //
 // Errors are syscall.Errno values (syscall.ENOENT, syscall.EEXIST, ...), so
 // callers can test them with errors.Is against both the errno and the io/fs

@@ -19,13 +19,12 @@ type Engine struct {
 	next uint64 // next local inode number to hand out
 	used uint64 // bytes in regular files, for Statfs
 
-	idleCursor uint32 // the extra record the idle sweep visits next; see idle.go
-	idleQuiet  int    // records the sweep has visited in a row with nothing to do
-	idleRounds uint64 // rounds the sweep has begun
-	packedDirs int    // directories packed now
-	inflations uint64 // packed directories inflated for use
+	tables Tables     // the federation tables (partition 0 only); see tables.go
+	quota  quotaState // directory quotas; see quota.go
 
-	tables Tables // the federation tables (partition 0 only); see tables.go
+	trash trashState // the trash; see trash.go
+
+	xr xrenameState // renames across partitions in progress; see xrename.go
 
 	// The data path (see chunks.go, slices.go, garbage.go, open.go).
 	nextSlice     uint64                  // next local slice number to hand out
@@ -34,8 +33,15 @@ type Engine struct {
 	garbage       map[uint64]garbageEntry // slices no file uses, until purged
 	garbageSorted []uint64                // garbage ids in order; nil when stale
 	orphans       map[Ino]struct{}        // regular files with no links, kept while open
-	opens         map[Ino]uint32          // open counts; not checkpointed, not logged
+	opens         map[Ino]uint32          // open counts; not in the engine checkpoint (RestoreOpens)
 	holdOrphans   bool                    // keep every file whose last link goes (recovery)
+
+	// Freezes (freeze.go).
+	freezes    int    // freezes live
+	epoch      uint32 // the latest freeze's epoch
+	cow        uint32 // while a freeze is live: epoch; 0 otherwise
+	pendingGen uint32 // the epoch at which pending was made the engine's own
+	garbageGen uint32 // the epoch at which garbage was made the engine's own
 }
 
 // initData sets up the data path's state of a new or loaded engine.
@@ -70,6 +76,13 @@ func (e *Engine) Root() Ino { return e.root }
 // Len returns the number of nodes, the root included.
 func (e *Engine) Len() int { return e.st.len() }
 
+// The node getters come in two kinds. get, dir, node, at and child return
+// nodes for writing: while a freeze is live, the chunk a node lies in is
+// copied before the first write (slab.mut), so every operation that
+// changes anything fetches its nodes with them, and a node fetched so
+// stays valid for the rest of the operation. The peek getters are for
+// operations that change nothing, and cost nothing more than a lookup.
+
 // get returns the node ino, or ENOENT.
 func (e *Engine) get(ino Ino) (*node, error) {
 	n := e.st.get(ino)
@@ -79,9 +92,30 @@ func (e *Engine) get(ino Ino) (*node, error) {
 	return n, nil
 }
 
+// peek is get for reading only.
+func (e *Engine) peek(ino Ino) (*node, error) {
+	n := e.st.peek(ino)
+	if n == nil {
+		return nil, syscall.ENOENT
+	}
+	return n, nil
+}
+
 // dir returns the directory ino, or ENOENT / ENOTDIR.
 func (e *Engine) dir(ino Ino) (*node, error) {
 	n, err := e.get(ino)
+	if err != nil {
+		return nil, err
+	}
+	if !n.isDir() {
+		return nil, syscall.ENOTDIR
+	}
+	return n, nil
+}
+
+// peekDir is dir for reading only.
+func (e *Engine) peekDir(ino Ino) (*node, error) {
+	n, err := e.peek(ino)
 	if err != nil {
 		return nil, err
 	}
@@ -102,10 +136,25 @@ func (e *Engine) alloc() Ino {
 func (e *Engine) node(ino Ino) *node { return e.st.get(ino) }
 
 // at returns the node in slot, which must be live.
-func (e *Engine) at(slot uint32) *node { return e.st.nodes.at(slot) }
+func (e *Engine) at(slot uint32) *node { return e.st.atSlot(slot) }
 
-// entries returns directory d's entries, marked used and inflated.
-func (e *Engine) entries(d *node) *dirents { return e.touch(e.st.extraOf(d).dir) }
+// peekAt is at for reading only.
+func (e *Engine) peekAt(slot uint32) *node { return e.st.peekSlot(slot) }
+
+// entries returns directory d's entries, marked used and inflated, for
+// reading; entriesMut is for changing them.
+func (e *Engine) entries(d *node) *dirents {
+	x := e.st.extraOf(d)
+	if x.dir.packed != nil && x.gen < e.cow {
+		// Inflating changes the header a live freeze reads.
+		x = e.st.extraMutAt(d.aux)
+	}
+	return e.touch(x.dir)
+}
+
+// entriesMut returns directory d's entries, marked used and inflated, for
+// changing them.
+func (e *Engine) entriesMut(d *node) *dirents { return e.touch(e.st.extraMut(d).dir) }
 
 // parentOf returns the inode number of directory d's parent.
 func (e *Engine) parentOf(d *node) Ino { return e.st.extraOf(d).parent }
@@ -120,15 +169,24 @@ func (e *Engine) child(d *node, name string) (uint32, *node) {
 	return slot, e.at(slot)
 }
 
+// peekChild is child for reading only.
+func (e *Engine) peekChild(d *node, name string) (uint32, *node) {
+	slot := e.entries(d).lookup(name)
+	if slot == 0 {
+		return 0, nil
+	}
+	return slot, e.peekAt(slot)
+}
+
 // addEntry links name -> slot into dir d and updates d's times.
 func (e *Engine) addEntry(d *node, name string, slot uint32, now int64) {
-	e.entries(d).add(name, slot)
+	e.entriesMut(d).add(name, slot)
 	d.Mtime, d.Ctime = now, now
 }
 
 // removeEntry unlinks name from dir d and updates d's times.
 func (e *Engine) removeEntry(d *node, name string, now int64) {
-	e.entries(d).remove(name)
+	e.entriesMut(d).remove(name)
 	d.Mtime, d.Ctime = now, now
 }
 
@@ -144,6 +202,9 @@ func (e *Engine) dropLink(n *node, now int64) {
 	}
 	n.Ctime = now
 	if n.Nlink == 0 {
+		if e.quota.dirs != nil {
+			e.quotaGone(n)
+		}
 		if n.Mode&S_IFMT == S_IFREG && (e.holdOrphans || e.opens[n.Ino] > 0) {
 			e.orphans[n.Ino] = struct{}{}
 			return

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/canopyfs/canopy/internal/model"
 )
 
 // fuzzTree builds the same small tree in fs (the engine or the model):
@@ -141,7 +143,7 @@ func FuzzPathModel(f *testing.F) {
 		// the directory; ResolveParent may also refuse it with the same
 		// error the operation would give.
 		if merr == nil && len(mname) > MaxNameLen && err != nil {
-			if !permits(c, m.nodes[mino], permX) {
+			if !m.o.Searchable(fromCred(c), model.Ino(mino)) {
 				merr = syscall.EACCES
 			} else {
 				merr = syscall.ENAMETOOLONG

@@ -37,6 +37,7 @@ func (e *Engine) unref(s Slice, now int64) {
 		}
 		return
 	}
+	e.ownGarbage()
 	e.garbage[s.ID] = garbageEntry{size: s.Size, freed: now}
 	e.garbageSorted = nil
 }
@@ -84,6 +85,7 @@ func (e *Engine) GarbageLen() int { return len(e.garbage) }
 func (e *Engine) Purge(ids []uint64) {
 	for _, id := range ids {
 		if _, ok := e.garbage[id]; ok {
+			e.ownGarbage()
 			delete(e.garbage, id)
 			e.garbageSorted = nil
 		}

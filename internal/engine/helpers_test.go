@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"syscall"
+
+	"github.com/canopyfs/canopy/internal/model"
 )
 
 // namespace is the engine's method set. Both *Engine and the reference
@@ -79,6 +81,7 @@ var errnoNames = map[syscall.Errno]string{
 	syscall.EPERM:        "EPERM",
 	syscall.ERANGE:       "ERANGE",
 	syscall.EXDEV:        "EXDEV",
+	syscall.EDQUOT:       "EDQUOT",
 }
 
 // errName names err: "ok" for nil, the errno's symbol for a bare
@@ -101,71 +104,11 @@ func errName(err error) string {
 	return fmt.Sprintf("not an errno: %v", err)
 }
 
-// modeString formats a mode like ls -l: type letter and rwx triplets with
-// s/S, t/T for the set-id and sticky bits.
-func modeString(mode uint32) string {
-	var b [10]byte
-	switch mode & S_IFMT {
-	case S_IFDIR:
-		b[0] = 'd'
-	case S_IFREG:
-		b[0] = '-'
-	case S_IFLNK:
-		b[0] = 'l'
-	case S_IFIFO:
-		b[0] = 'p'
-	case S_IFSOCK:
-		b[0] = 's'
-	case S_IFCHR:
-		b[0] = 'c'
-	case S_IFBLK:
-		b[0] = 'b'
-	default:
-		b[0] = '?'
-	}
-	const rwx = "rwxrwxrwx"
-	for i := 0; i < 9; i++ {
-		if mode&(1<<(8-i)) != 0 {
-			b[1+i] = rwx[i]
-		} else {
-			b[1+i] = '-'
-		}
-	}
-	special := func(i int, bit uint32, set, unset byte) {
-		if mode&bit == 0 {
-			return
-		}
-		if b[i] == '-' {
-			b[i] = unset
-		} else {
-			b[i] = set
-		}
-	}
-	special(3, S_ISUID, 's', 'S')
-	special(6, S_ISGID, 's', 'S')
-	special(9, S_ISVTX, 't', 'T')
-	return string(b[:])
-}
+// modeString formats a mode like ls -l, as the model does.
+func modeString(mode uint32) string { return model.ModeString(mode) }
 
-func typeName(t uint32) string {
-	switch t & S_IFMT {
-	case S_IFDIR:
-		return "dir"
-	case S_IFREG:
-		return "file"
-	case S_IFLNK:
-		return "symlink"
-	case S_IFIFO:
-		return "fifo"
-	case S_IFSOCK:
-		return "socket"
-	case S_IFCHR:
-		return "chardev"
-	case S_IFBLK:
-		return "blockdev"
-	}
-	return fmt.Sprintf("type(%o)", t)
-}
+// typeName names a node type, as the model does.
+func typeName(t uint32) string { return model.TypeName(t) }
 
 // fmtAttr formats every field of a, for failure messages.
 func fmtAttr(a Attr) string {

@@ -61,12 +61,12 @@ func (e *Engine) lookupIn(c Cred, d *node, name string) (*node, error) {
 	case ".":
 		return d, nil
 	case "..":
-		return e.get(e.parentOf(d))
+		return e.peek(e.parentOf(d))
 	}
 	if err := checkLen(name); err != nil {
 		return nil, err
 	}
-	if _, n := e.child(d, name); n != nil {
+	if _, n := e.peekChild(d, name); n != nil {
 		return n, nil
 	}
 	return nil, syscall.ENOENT
@@ -85,7 +85,7 @@ type walker struct {
 func (w *walker) walk(start *node, path string, follow bool) (*node, error) {
 	cur := start
 	if strings.HasPrefix(path, "/") {
-		cur = w.e.node(w.e.root)
+		cur = w.e.st.peek(w.e.root)
 	}
 	trailing := strings.HasSuffix(path, "/")
 	rest := strings.Trim(path, "/")
@@ -129,7 +129,7 @@ func (e *Engine) Resolve(c Cred, path string, follow bool) (Attr, error) {
 		return Attr{}, err
 	}
 	w := walker{e: e, c: c}
-	n, err := w.walk(e.node(e.root), path, follow)
+	n, err := w.walk(e.st.peek(e.root), path, follow)
 	if err != nil {
 		return Attr{}, err
 	}
@@ -157,7 +157,7 @@ func (e *Engine) ResolveParent(c Cred, path string) (Ino, string, error) {
 	i := strings.LastIndexByte(trimmed, '/')
 	dirPath, name := trimmed[:i+1], trimmed[i+1:]
 	w := walker{e: e, c: c}
-	d, err := w.walk(e.node(e.root), dirPath, true)
+	d, err := w.walk(e.st.peek(e.root), dirPath, true)
 	if err != nil {
 		return 0, "", err
 	}

@@ -9,10 +9,12 @@ const (
 	mayExec  = 1
 )
 
-// access checks that c may access n in every way that want asks for,
-// from n's mode bits as Linux does: the owner class if c owns n, else the
-// group class if c is in n's group, else the other class. Root passes,
-// except that executing a non-directory needs some execute bit.
+// access checks that c may access n in every way that want asks for, as
+// Linux's acl_permission_check: the owner class if c owns n; else, if n
+// has an access ACL and its group class (the mask) grants anything, the
+// ACL (acl.go); else the group class if c is in n's group, else the other
+// class. Root passes, except that executing a non-directory needs some
+// execute bit.
 func (e *Engine) access(c Cred, n *node, want uint32) error {
 	mode := n.Mode
 	if c.IsRoot() {
@@ -25,6 +27,11 @@ func (e *Engine) access(c Cred, n *node, want uint32) error {
 	switch {
 	case c.UID == e.uid(n):
 		bits = mode >> 6 & 7
+	case mode&0o070 != 0 && e.aclOf(n, XattrACLAccess) != nil:
+		if !e.aclPermits(c, n, e.aclOf(n, XattrACLAccess), want) {
+			return syscall.EACCES
+		}
+		return nil
 	case c.InGroup(e.gid(n)):
 		bits = mode >> 3 & 7
 	default:

@@ -8,7 +8,7 @@ const DefaultReaddirLimit = 1024
 // Lookup returns the attributes of the entry name in directory parent.
 // c needs search permission on parent.
 func (e *Engine) Lookup(c Cred, parent Ino, name string) (Attr, error) {
-	d, err := e.dir(parent)
+	d, err := e.peekDir(parent)
 	if err != nil {
 		return Attr{}, err
 	}
@@ -25,7 +25,7 @@ func (e *Engine) Lookup(c Cred, parent Ino, name string) (Attr, error) {
 // GetAttr returns the attributes of ino. Like NFS's GETATTR it checks no
 // permission: a caller that holds the inode number already found it.
 func (e *Engine) GetAttr(ino Ino) (Attr, error) {
-	n, err := e.get(ino)
+	n, err := e.peek(ino)
 	if err != nil {
 		return Attr{}, err
 	}
@@ -34,7 +34,7 @@ func (e *Engine) GetAttr(ino Ino) (Attr, error) {
 
 // Readlink returns the target of the symlink ino (EINVAL if it is not one).
 func (e *Engine) Readlink(ino Ino) (string, error) {
-	n, err := e.get(ino)
+	n, err := e.peek(ino)
 	if err != nil {
 		return "", err
 	}
@@ -49,7 +49,7 @@ func (e *Engine) Readlink(ino Ino) (string, error) {
 // when no entries follow. "." and ".." are not listed. c needs read
 // permission on the directory.
 func (e *Engine) Readdir(c Cred, ino Ino, cursor string, limit int, withAttrs bool) (ents []Dirent, next string, eof bool, err error) {
-	d, err := e.dir(ino)
+	d, err := e.peekDir(ino)
 	if err != nil {
 		return nil, "", false, err
 	}
@@ -60,27 +60,25 @@ func (e *Engine) Readdir(c Cred, ino Ino, cursor string, limit int, withAttrs bo
 		limit = DefaultReaddirLimit
 	}
 	des := e.entries(d)
-	offs := des.sortedOffsets()
-	i := 0
-	if cursor != "" {
-		i = des.firstAfter(offs, cursor)
-	}
-	end := min(i+limit, len(offs))
-	ents = make([]Dirent, 0, end-i)
-	for _, off := range offs[i:end] {
-		child := e.at(des.slotAt(int(off)))
-		ent := Dirent{Name: des.nameString(int(off)), Ino: child.Ino, Type: child.Mode & S_IFMT}
+	ents = make([]Dirent, 0, min(limit, des.live))
+	eof = des.list(cursor, func(off int) bool {
+		if len(ents) == limit {
+			return false
+		}
+		child := e.peekAt(des.slotAt(off))
+		ent := Dirent{Name: des.nameString(off), Ino: child.Ino, Type: child.Mode & S_IFMT}
 		if withAttrs {
 			ent.Attr = e.attr(child)
 		}
 		ents = append(ents, ent)
-	}
-	if end > i {
+		return true
+	})
+	if len(ents) > 0 {
 		next = ents[len(ents)-1].Name
 	} else {
 		next = cursor
 	}
-	return ents, next, end == len(offs), nil
+	return ents, next, eof, nil
 }
 
 // Statfs returns the partition's capacity and use.
@@ -100,7 +98,7 @@ func (e *Engine) Statfs() Statfs {
 // in `du --count-links`. c needs read and search permission on every
 // directory in the subtree, as a recursive listing would.
 func (e *Engine) Summary(c Cred, ino Ino) (Summary, error) {
-	n, err := e.get(ino)
+	n, err := e.peek(ino)
 	if err != nil {
 		return Summary{}, err
 	}
@@ -121,7 +119,7 @@ func (e *Engine) Summary(c Cred, ino Ino) (Summary, error) {
 			return Summary{}, err
 		}
 		e.st.extraOf(n).dir.each(func(_ []byte, slot uint32) bool {
-			stack = append(stack, e.at(slot))
+			stack = append(stack, e.peekAt(slot))
 			return true
 		})
 	}

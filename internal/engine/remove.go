@@ -29,6 +29,9 @@ func (e *Engine) prepareRemove(c Cred, parent Ino, name string, dotErr func(stri
 	if err = e.mayDelete(c, d, victim); err != nil {
 		return nil, nil, err
 	}
+	if e.reserved(d.Ino, name) {
+		return nil, nil, syscall.EBUSY // a rename across partitions is about to replace it
+	}
 	return d, victim, nil
 }
 
@@ -41,6 +44,9 @@ func (e *Engine) Unlink(c Cred, parent Ino, name string, now int64) error {
 	}
 	if victim.isDir() {
 		return syscall.EISDIR
+	}
+	if e.trash.days > 0 && e.toTrash(d, name, victim, now) {
+		return nil
 	}
 	e.removeEntry(d, name, now)
 	e.dropLink(victim, now)
@@ -64,6 +70,9 @@ func (e *Engine) Rmdir(c Cred, parent Ino, name string, now int64) error {
 	}
 	if e.st.extraOf(victim).dir.live > 0 {
 		return syscall.ENOTEMPTY
+	}
+	if e.trash.days > 0 && e.toTrash(d, name, victim, now) {
+		return nil
 	}
 	e.removeEntry(d, name, now)
 	d.Nlink--

@@ -75,17 +75,31 @@ func (e *Engine) Rename(c Cred, parent Ino, name string, newParent Ino, newName 
 	if src == dst {
 		return nil
 	}
+	if e.reserved(od.Ino, name) || e.reserved(nd.Ino, newName) {
+		return syscall.EBUSY // a rename across partitions is about to change the entry
+	}
 	if err := e.checkRenamePerms(c, od, src, nd, dst, exchange); err != nil {
 		return err
+	}
+	if !exchange && exists && dst.isDir() && e.st.extraOf(dst).dir.live > 0 {
+		return syscall.ENOTEMPTY
+	}
+	var qa, qb quotaMove
+	if e.quota.dirs != nil {
+		if qa, qb, err = e.quotaRename(od, src, nd, dst, exchange); err != nil {
+			return err
+		}
+		defer qa.apply(e)
+		defer qb.apply(e)
 	}
 	if exchange {
 		e.exchange(od, name, oslot, src, nd, newName, nslot, dst, now)
 		return nil
 	}
+	if exists && e.trash.days > 0 && !dst.isDir() && e.toTrash(nd, newName, dst, now) {
+		exists = false // the target went to the trash
+	}
 	if exists {
-		if dst.isDir() && e.st.extraOf(dst).dir.live > 0 {
-			return syscall.ENOTEMPTY
-		}
 		if dst.isDir() {
 			nd.Nlink--
 		}
@@ -93,7 +107,7 @@ func (e *Engine) Rename(c Cred, parent Ino, name string, newParent Ino, newName 
 	}
 	if exists {
 		// The entry stays where it is and names the source now.
-		e.entries(nd).replace(newName, oslot)
+		e.entriesMut(nd).replace(newName, oslot)
 		nd.Mtime, nd.Ctime = now, now
 		e.removeEntry(od, name, now)
 	} else {
@@ -103,7 +117,7 @@ func (e *Engine) Rename(c Cred, parent Ino, name string, newParent Ino, newName 
 	if src.isDir() && od != nd {
 		od.Nlink--
 		nd.Nlink++
-		e.st.extraOf(src).parent = nd.Ino
+		e.st.extraMut(src).parent = nd.Ino
 	}
 	src.Ctime = now
 	return nil
@@ -149,18 +163,18 @@ func (e *Engine) checkRenamePerms(c Cred, od, src, nd, dst *node, exchange bool)
 
 // exchange swaps entries name of od (src) and newName of nd (dst).
 func (e *Engine) exchange(od *node, name string, oslot uint32, src *node, nd *node, newName string, nslot uint32, dst *node, now int64) {
-	e.entries(od).replace(name, nslot)
-	e.entries(nd).replace(newName, oslot)
+	e.entriesMut(od).replace(name, nslot)
+	e.entriesMut(nd).replace(newName, oslot)
 	od.Mtime, od.Ctime = now, now
 	nd.Mtime, nd.Ctime = now, now
 	if od != nd {
 		if src.isDir() {
-			e.st.extraOf(src).parent = nd.Ino
+			e.st.extraMut(src).parent = nd.Ino
 			od.Nlink--
 			nd.Nlink++
 		}
 		if dst.isDir() {
-			e.st.extraOf(dst).parent = od.Ino
+			e.st.extraMut(dst).parent = od.Ino
 			nd.Nlink--
 			od.Nlink++
 		}

@@ -1,33 +1,40 @@
 package engine
 
-// Data-driven scenario tests: each file in testdata/scenarios is a script of
-// commands, each followed by "----" and the output it must produce, ended by
-// a blank line:
+// Data-driven scenario tests (github.com/cockroachdb/datadriven): each file
+// in testdata/posix is one topic, a script of commands, each followed by
+// "----" and the output it must produce, ended by a blank line:
 //
 //	mkdir /a 0755 as=1000
 //	----
 //	ok ino=2 drwxr-xr-x 1000:1000 nlink=2 size=4096
 //
-// Lines starting with # are comments. go test -run TestScenarios -update
+// Lines starting with # are comments. go test -run TestScenarios -rewrite
 // rewrites the expected output from what the engine prints; the expected
-// output in the files is meant to be Linux's, so review every change.
+// output in the files is meant to be Linux's, so review every change. The
+// cases confirmed by running the same system calls on Linux carry a
+// comment "# confirmed on Linux <kernel>, <file systems>".
 //
-// The engine is created at time 0 (partition 0, so the root is inode 1) and
-// the n-th command of a file runs at time n. Times are printed relative to
-// the command that prints them: "now", or "now-3" for a time set three
-// commands earlier.
+// Each file starts with a new engine at time 0 (partition 0, so the root is
+// inode 1), and "reset" starts another one; the n-th command after either
+// runs at time n. Times are printed relative to the command that prints them:
+// "now", or "now-3" for a time set three commands earlier. At a reset and
+// at the end of the file the engine must pass Check.
 //
 // Paths are resolved the way a server would: ResolveParent, then the
-// inode-level call. Arguments may be double-quoted Go strings, and
-// <c*N> in an argument stands for N copies of the byte c.
+// inode-level call; mkdir, unlink and rmdir with in=DIR make the
+// inode-level call on DIR (found as root) with the first argument as the
+// name, without ResolveParent. An argument may be a double-quoted Go
+// string (write a space or "=" in it as \x20 or \x3d, since the directive
+// is split at spaces), and <c*N> in an argument stands for N copies of the
+// byte c.
 //
 // Commands (all take an optional as=CALLER: root (default), 1000 (uid 1000,
 // gid 1000, groups 2000), 1001 (uid 1001, gid 1001), or UID:GID[:G1,G2]):
 //
-//	mkdir PATH MODE                 create PATH MODE (a regular file)
+//	mkdir PATH MODE [in=DIR]        create PATH MODE (a regular file)
 //	mknod PATH TYPE MODE [rdev=N]   TYPE: file fifo sock char block dir symlink none
 //	symlink TARGET PATH             link OLD NEW
-//	unlink PATH                     rmdir PATH
+//	unlink PATH [in=DIR]            rmdir PATH [in=DIR]
 //	rename OLD NEW [noreplace|exchange|flags=N]
 //	stat PATH / lstat PATH          all attributes, following a final symlink or not
 //	lookup DIR NAME                 Lookup of NAME in the directory DIR (found as root)
@@ -39,105 +46,168 @@ package engine
 //	xattr set PATH NAME VALUE [create|replace|both|flags=N]
 //	xattr get PATH NAME / xattr list PATH / xattr rm PATH NAME
 //	summary PATH                    statfs                     check
+//	mkdirs DIR N                    N subdirectories d0 ... of DIR, then DIR's attributes
+//	reset                           Check, then a new engine at time 0
 
 import (
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/cockroachdb/datadriven"
 )
 
-var flagUpdate = flag.Bool("update", false, "TestScenarios: rewrite the expected output in testdata/scenarios")
-
 func TestScenarios(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "scenarios", "*.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatal("no scenarios in testdata/scenarios")
-	}
-	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
-			runScenario(t, file)
-		})
-	}
+	datadriven.Walk(t, filepath.Join("testdata", "posix"), func(t *testing.T, path string) {
+		s := newScenario()
+		datadriven.RunTest(t, path, s.run)
+		if err := s.e.Check(); err != nil {
+			t.Errorf("%s: Check at the end: %v", path, err)
+		}
+	})
 }
 
-// scenarioBlock is one command with its expected output, or (cmd == "")
-// a run of comment and blank lines kept verbatim.
-type scenarioBlock struct {
-	line     int
-	cmd      string
-	expected []string
-	verbatim []string
-}
-
-func parseScenario(t *testing.T, file string) []scenarioBlock {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	var blocks []scenarioBlock
-	for i := 0; i < len(lines); i++ {
-		l := lines[i]
-		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#") {
-			blocks = append(blocks, scenarioBlock{verbatim: []string{l}})
-			continue
-		}
-		b := scenarioBlock{line: i + 1, cmd: l}
-		if i+1 >= len(lines) || lines[i+1] != "----" {
-			t.Fatalf("%s:%d: command without a ---- line after it", file, i+1)
-		}
-		i += 2
-		for ; i < len(lines) && lines[i] != ""; i++ {
-			b.expected = append(b.expected, lines[i])
-		}
-		i-- // the blank line (if any) is kept as its own block
-		blocks = append(blocks, b)
-	}
-	return blocks
-}
-
-func runScenario(t *testing.T, file string) {
-	blocks := parseScenario(t, file)
-	s := &scenario{e: New(0, 0)}
-	var out strings.Builder
-	failed := 0
-	for _, b := range blocks {
-		if b.cmd == "" {
-			for _, l := range b.verbatim {
-				out.WriteString(l + "\n")
-			}
-			continue
-		}
-		s.now++
-		got := s.exec(b.cmd)
-		fmt.Fprintf(&out, "%s\n----\n%s\n", b.cmd, strings.Join(got, "\n"))
-		if strings.Join(got, "\n") != strings.Join(b.expected, "\n") && !*flagUpdate {
-			failed++
-			t.Errorf("%s:%d: %s\n  got:\n    %s\n  want:\n    %s", file, b.line, b.cmd,
-				strings.Join(got, "\n    "), strings.Join(b.expected, "\n    "))
-		}
-	}
-	if err := s.e.Check(); err != nil {
-		t.Errorf("%s: Check at the end: %v", file, err)
-	}
-	if *flagUpdate {
-		if err := os.WriteFile(file, []byte(out.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
+// scenario is the state of one test file. The test's goroutine owns it.
 type scenario struct {
 	e   *Engine
 	now int64
+}
+
+func newScenario() *scenario { return &scenario{e: New(0, 0)} }
+
+// scenarioCommand runs one directive: its positional arguments are
+// checked against min and max (max < 0: no limit) before run is called.
+type scenarioCommand struct {
+	min, max int
+	run      func(s *scenario, a *cmdArgs) []string
+}
+
+var scenarioCommands = map[string]scenarioCommand{
+	"mkdir":    {2, 2, cmdMkdir},
+	"create":   {2, 2, cmdCreate},
+	"mknod":    {3, 3, cmdMknod},
+	"symlink":  {2, 2, cmdSymlink},
+	"link":     {2, 2, cmdLink},
+	"unlink":   {1, 1, cmdUnlink},
+	"rmdir":    {1, 1, cmdRmdir},
+	"rename":   {2, -1, cmdRename},
+	"stat":     {1, 1, cmdStat},
+	"lstat":    {1, 1, cmdStat},
+	"lookup":   {2, 2, cmdLookup},
+	"parent":   {1, 1, cmdParent},
+	"ls":       {1, 1, cmdLs},
+	"readlink": {1, 1, cmdReadlink},
+	"setattr":  {1, 1, cmdSetattr},
+	"lsetattr": {1, 1, cmdSetattr},
+	"xattr":    {2, -1, cmdXattr},
+	"summary":  {1, 1, cmdSummary},
+	"statfs":   {0, 0, cmdStatfs},
+	"check":    {0, 0, cmdCheck},
+	"mkdirs":   {2, 2, cmdMkdirs},
+}
+
+func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
+	if d.Input != "" {
+		d.Fatalf(t, "%s: unexpected input lines", d.Cmd)
+	}
+	if d.Cmd == "reset" {
+		if err := s.e.Check(); err != nil {
+			d.Fatalf(t, "Check before the reset: %v", err)
+		}
+		*s = *newScenario()
+		return "ok"
+	}
+	cmd, ok := scenarioCommands[d.Cmd]
+	if !ok {
+		d.Fatalf(t, "unknown command %s", d.Cmd)
+	}
+	a, err := parseCmdArgs(d)
+	if err != nil {
+		d.Fatalf(t, "%s: %v", d.Cmd, err)
+	}
+	if len(a.pos) < cmd.min || cmd.max >= 0 && len(a.pos) > cmd.max {
+		d.Fatalf(t, "%s: %d arguments", d.Cmd, len(a.pos))
+	}
+	s.now++
+	out := cmd.run(s, a)
+	if unused := a.unused(); len(unused) > 0 {
+		d.Fatalf(t, "%s: unknown options %v", d.Cmd, unused)
+	}
+	return strings.Join(out, "\n")
+}
+
+// cmdArgs is one directive's arguments: positional ones (datadriven
+// arguments without a value), options (KEY=VALUE) and the caller.
+type cmdArgs struct {
+	cmd  string
+	pos  []string
+	opts map[string]string
+	used map[string]bool
+	c    Cred
+}
+
+func parseCmdArgs(d *datadriven.TestData) (*cmdArgs, error) {
+	a := &cmdArgs{cmd: d.Cmd, opts: map[string]string{}, used: map[string]bool{}, c: credRoot}
+	for _, arg := range d.CmdArgs {
+		if len(arg.Vals) == 0 {
+			v, err := unquoteArg(arg.Key)
+			if err != nil {
+				return nil, err
+			}
+			a.pos = append(a.pos, v)
+			continue
+		}
+		if len(arg.Vals) > 1 {
+			return nil, fmt.Errorf("option %s has more than one value", arg.Key)
+		}
+		if arg.Key == "as" {
+			c, err := parseCred(arg.Vals[0])
+			if err != nil {
+				return nil, err
+			}
+			a.c = c
+			continue
+		}
+		v, err := unquoteArg(arg.Vals[0])
+		if err != nil {
+			return nil, err
+		}
+		a.opts[arg.Key] = v
+	}
+	return a, nil
+}
+
+// opt returns the option key and whether it was given.
+func (a *cmdArgs) opt(key string) (string, bool) {
+	v, ok := a.opts[key]
+	a.used[key] = true
+	return v, ok
+}
+
+func (a *cmdArgs) unused() []string {
+	var keys []string
+	for k := range a.opts {
+		if !a.used[k] {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// unquoteArg decodes a double-quoted Go string and expands <c*N>.
+func unquoteArg(s string) (string, error) {
+	if strings.HasPrefix(s, `"`) {
+		u, err := strconv.Unquote(s)
+		if err != nil {
+			return "", fmt.Errorf("bad quoted argument %s: %w", s, err)
+		}
+		s = u
+	}
+	return expandRepeats(s), nil
 }
 
 // expandRepeats replaces <c*N> with N copies of c.
@@ -157,31 +227,6 @@ func expandRepeats(s string) string {
 		}
 		s = s[:i] + strings.Repeat(s[i+1:i+2], n) + s[i+j+1:]
 	}
-}
-
-// splitArgs splits a command line at spaces, honouring double-quoted Go
-// strings, and expands <c*N>.
-func splitArgs(line string) ([]string, error) {
-	var args []string
-	for line = strings.TrimSpace(line); line != ""; line = strings.TrimSpace(line) {
-		if line[0] == '"' {
-			q, err := strconv.QuotedPrefix(line)
-			if err != nil {
-				return nil, err
-			}
-			u, _ := strconv.Unquote(q)
-			args = append(args, expandRepeats(u))
-			line = line[len(q):]
-			continue
-		}
-		i := strings.IndexByte(line, ' ')
-		if i < 0 {
-			i = len(line)
-		}
-		args = append(args, expandRepeats(line[:i]))
-		line = line[i:]
-	}
-	return args, nil
 }
 
 func parseCred(s string) (Cred, error) {
@@ -215,6 +260,8 @@ func parseCred(s string) (Cred, error) {
 	return c, nil
 }
 
+func octalMode(v string) uint32 { m, _ := strconv.ParseUint(v, 8, 32); return uint32(m) }
+
 func (s *scenario) when(t int64) string {
 	if t == s.now {
 		return "now"
@@ -222,12 +269,12 @@ func (s *scenario) when(t int64) string {
 	return fmt.Sprintf("now-%d", s.now-t)
 }
 
-func (s *scenario) short(a Attr) string {
+func shortAttr(a Attr) string {
 	return fmt.Sprintf("ok ino=%d %s %d:%d nlink=%d size=%d", a.Ino, modeString(a.Mode), a.UID, a.GID, a.Nlink, a.Size)
 }
 
 func (s *scenario) long(a Attr) string {
-	str := fmt.Sprintf("%s atime=%s mtime=%s ctime=%s", s.short(a), s.when(a.Atime), s.when(a.Mtime), s.when(a.Ctime))
+	str := fmt.Sprintf("%s atime=%s mtime=%s ctime=%s", shortAttr(a), s.when(a.Atime), s.when(a.Mtime), s.when(a.Ctime))
 	if a.Rdev != 0 {
 		str += fmt.Sprintf(" rdev=%d", a.Rdev)
 	}
@@ -244,167 +291,170 @@ func outcome(err error, ok ...string) []string {
 	return ok
 }
 
-func (s *scenario) exec(line string) []string {
-	args, err := splitArgs(line)
-	if err != nil || len(args) == 0 {
-		return []string{fmt.Sprintf("bad command: %v", err)}
+func attrOut(a Attr, err error) []string { return outcome(err, shortAttr(a)) }
+
+// inDir returns the directory of in=DIR, if given.
+func (s *scenario) inDir(a *cmdArgs) (ino Ino, ok bool, err error) {
+	dir, ok := a.opt("in")
+	if !ok {
+		return 0, false, nil
 	}
-	c := credRoot
-	opts := map[string]string{}
-	var pos []string
-	for _, a := range args[1:] {
-		if k, v, ok := strings.Cut(a, "="); ok && k != "" && !strings.Contains(k, "/") {
-			if k == "as" {
-				if c, err = parseCred(v); err != nil {
-					return []string{err.Error()}
-				}
-				continue
-			}
-			opts[k] = v
-			continue
-		}
-		pos = append(pos, a)
-	}
-	need := func(n int) bool { return len(pos) >= n }
-	octal := func(v string) uint32 { m, _ := strconv.ParseUint(v, 8, 32); return uint32(m) }
-	e, now := s.e, s.now
-	attrOut := func(a Attr, err error) []string { return outcome(err, s.short(a)) }
-	switch cmd := args[0]; cmd {
-	case "mkdir":
-		if need(2) {
-			return attrOut(pathMkdir(e, c, pos[0], octal(pos[1]), now))
-		}
-	case "create":
-		if need(2) {
-			return attrOut(pathMknod(e, c, pos[0], S_IFREG|octal(pos[1]), 0, now))
-		}
-	case "mknod":
-		if need(3) {
-			types := map[string]uint32{"file": S_IFREG, "fifo": S_IFIFO, "sock": S_IFSOCK, "char": S_IFCHR,
-				"block": S_IFBLK, "dir": S_IFDIR, "symlink": S_IFLNK, "none": 0}
-			typ, ok := types[pos[1]]
-			if !ok {
-				return []string{"bad type " + pos[1]}
-			}
-			rdev, _ := strconv.ParseUint(opts["rdev"], 10, 32)
-			a, err := pathMknod(e, c, pos[0], typ|octal(pos[2]), uint32(rdev), now)
-			if err == nil && a.Rdev != 0 {
-				return []string{fmt.Sprintf("%s rdev=%d", s.short(a), a.Rdev)}
-			}
-			return attrOut(a, err)
-		}
-	case "symlink":
-		if need(2) {
-			return attrOut(pathSymlink(e, c, pos[0], pos[1], now))
-		}
-	case "link":
-		if need(2) {
-			return attrOut(pathLink(e, c, pos[0], pos[1], now))
-		}
-	case "unlink":
-		if need(1) {
-			return outcome(pathUnlink(e, c, pos[0], now))
-		}
-	case "rmdir":
-		if need(1) {
-			return outcome(pathRmdir(e, c, pos[0], now))
-		}
-	case "rename":
-		if need(2) {
-			var flags uint32
-			for _, p := range pos[2:] {
-				switch p {
-				case "noreplace":
-					flags |= RenameNoReplace
-				case "exchange":
-					flags |= RenameExchange
-				default:
-					return []string{"bad rename flag " + p}
-				}
-			}
-			if v, ok := opts["flags"]; ok {
-				f, _ := strconv.ParseUint(v, 0, 32)
-				flags = uint32(f)
-			}
-			return outcome(pathRename(e, c, pos[0], pos[1], flags, now))
-		}
-	case "stat", "lstat":
-		if need(1) {
-			a, err := e.Resolve(c, pos[0], cmd == "stat")
-			return outcome(err, s.long(a))
-		}
-	case "lookup":
-		if need(2) {
-			d, err := e.Resolve(credRoot, pos[0], true)
-			if err != nil {
-				return []string{"lookup: directory: " + errName(err)}
-			}
-			a, err := e.Lookup(c, d.Ino, pos[1])
-			return outcome(err, s.long(a))
-		}
-	case "parent":
-		if need(1) {
-			ino, name, err := e.ResolveParent(c, pos[0])
-			return outcome(err, fmt.Sprintf("ok dir=%d name=%q", ino, name))
-		}
-	case "ls":
-		if need(1) {
-			return s.ls(c, pos[0], opts)
-		}
-	case "readlink":
-		if need(1) {
-			a, err := e.Resolve(c, pos[0], false)
-			if err != nil {
-				return outcome(err)
-			}
-			target, err := e.Readlink(a.Ino)
-			return outcome(err, "ok "+strconv.Quote(abbrev(target)))
-		}
-	case "setattr", "lsetattr":
-		if need(1) {
-			sa, err := parseSetAttr(opts)
-			if err != nil {
-				return []string{err.Error()}
-			}
-			a, err := pathSetAttr(e, c, pos[0], cmd == "setattr", sa, now)
-			return outcome(err, s.long(a))
-		}
-	case "xattr":
-		if need(2) {
-			return s.xattr(c, pos, opts)
-		}
-	case "summary":
-		if need(1) {
-			a, err := e.Resolve(c, pos[0], true)
-			if err != nil {
-				return outcome(err)
-			}
-			sum, err := e.Summary(c, a.Ino)
-			return outcome(err, fmt.Sprintf("ok dirs=%d files=%d bytes=%d", sum.Dirs, sum.Files, sum.Bytes))
-		}
-	case "statfs":
-		st := e.Statfs()
-		return []string{fmt.Sprintf("ok inodes=%d bytes=%d bsize=%d namemax=%d", st.UsedInodes, st.UsedBytes, st.BlockSize, st.MaxName)}
-	case "check":
-		if err := e.Check(); err != nil {
-			return []string{"check: " + err.Error()}
-		}
-		return []string{"ok"}
-	default:
-		return []string{"unknown command " + cmd}
-	}
-	return []string{"missing arguments"}
+	d, err := s.e.Resolve(credRoot, dir, true)
+	return d.Ino, true, err
 }
 
-func parseSetAttr(opts map[string]string) (SetAttr, error) {
-	var sa SetAttr
-	keys := make([]string, 0, len(opts))
-	for k := range opts {
-		keys = append(keys, k)
+func cmdMkdir(s *scenario, a *cmdArgs) []string {
+	mode := octalMode(a.pos[1])
+	dir, in, err := s.inDir(a)
+	switch {
+	case err != nil:
+		return []string{"in: directory: " + errName(err)}
+	case in:
+		return attrOut(s.e.Mkdir(a.c, dir, a.pos[0], mode, s.now))
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		v := opts[k]
+	return attrOut(pathMkdir(s.e, a.c, a.pos[0], mode, s.now))
+}
+
+func cmdCreate(s *scenario, a *cmdArgs) []string {
+	return attrOut(pathMknod(s.e, a.c, a.pos[0], S_IFREG|octalMode(a.pos[1]), 0, s.now))
+}
+
+var nodeTypes = map[string]uint32{"file": S_IFREG, "fifo": S_IFIFO, "sock": S_IFSOCK, "char": S_IFCHR,
+	"block": S_IFBLK, "dir": S_IFDIR, "symlink": S_IFLNK, "none": 0}
+
+func cmdMknod(s *scenario, a *cmdArgs) []string {
+	typ, ok := nodeTypes[a.pos[1]]
+	if !ok {
+		return []string{"bad type " + a.pos[1]}
+	}
+	v, _ := a.opt("rdev")
+	rdev, _ := strconv.ParseUint(v, 10, 32)
+	attr, err := pathMknod(s.e, a.c, a.pos[0], typ|octalMode(a.pos[2]), uint32(rdev), s.now)
+	if err == nil && attr.Rdev != 0 {
+		return []string{fmt.Sprintf("%s rdev=%d", shortAttr(attr), attr.Rdev)}
+	}
+	return attrOut(attr, err)
+}
+
+func cmdSymlink(s *scenario, a *cmdArgs) []string {
+	return attrOut(pathSymlink(s.e, a.c, a.pos[0], a.pos[1], s.now))
+}
+
+func cmdLink(s *scenario, a *cmdArgs) []string {
+	return attrOut(pathLink(s.e, a.c, a.pos[0], a.pos[1], s.now))
+}
+
+func cmdUnlink(s *scenario, a *cmdArgs) []string {
+	dir, in, err := s.inDir(a)
+	switch {
+	case err != nil:
+		return []string{"in: directory: " + errName(err)}
+	case in:
+		return outcome(s.e.Unlink(a.c, dir, a.pos[0], s.now))
+	}
+	return outcome(pathUnlink(s.e, a.c, a.pos[0], s.now))
+}
+
+func cmdRmdir(s *scenario, a *cmdArgs) []string {
+	dir, in, err := s.inDir(a)
+	switch {
+	case err != nil:
+		return []string{"in: directory: " + errName(err)}
+	case in:
+		return outcome(s.e.Rmdir(a.c, dir, a.pos[0], s.now))
+	}
+	return outcome(pathRmdir(s.e, a.c, a.pos[0], s.now))
+}
+
+func cmdRename(s *scenario, a *cmdArgs) []string {
+	var flags uint32
+	for _, p := range a.pos[2:] {
+		switch p {
+		case "noreplace":
+			flags |= RenameNoReplace
+		case "exchange":
+			flags |= RenameExchange
+		default:
+			return []string{"bad rename flag " + p}
+		}
+	}
+	if v, ok := a.opt("flags"); ok {
+		f, _ := strconv.ParseUint(v, 0, 32)
+		flags = uint32(f)
+	}
+	return outcome(pathRename(s.e, a.c, a.pos[0], a.pos[1], flags, s.now))
+}
+
+func cmdStat(s *scenario, a *cmdArgs) []string {
+	attr, err := s.e.Resolve(a.c, a.pos[0], a.cmd == "stat")
+	return outcome(err, s.long(attr))
+}
+
+func cmdLookup(s *scenario, a *cmdArgs) []string {
+	d, err := s.e.Resolve(credRoot, a.pos[0], true)
+	if err != nil {
+		return []string{"lookup: directory: " + errName(err)}
+	}
+	attr, err := s.e.Lookup(a.c, d.Ino, a.pos[1])
+	return outcome(err, s.long(attr))
+}
+
+func cmdParent(s *scenario, a *cmdArgs) []string {
+	ino, name, err := s.e.ResolveParent(a.c, a.pos[0])
+	return outcome(err, fmt.Sprintf("ok dir=%d name=%q", ino, name))
+}
+
+func cmdLs(s *scenario, a *cmdArgs) []string {
+	attr, err := s.e.Resolve(a.c, a.pos[0], true)
+	if err != nil {
+		return outcome(err)
+	}
+	limit := 0
+	if v, ok := a.opt("limit"); ok {
+		limit, _ = strconv.Atoi(v)
+	}
+	cursor, _ := a.opt("cursor")
+	ents, next, eof, err := s.e.Readdir(a.c, attr.Ino, cursor, limit, false)
+	if err != nil {
+		return outcome(err)
+	}
+	var out []string
+	for _, ent := range ents {
+		out = append(out, fmt.Sprintf("%s ino=%d %s", abbrev(ent.Name), ent.Ino, typeName(ent.Type)))
+	}
+	if eof {
+		return append(out, "eof")
+	}
+	return append(out, "next="+abbrev(next))
+}
+
+func cmdReadlink(s *scenario, a *cmdArgs) []string {
+	attr, err := s.e.Resolve(a.c, a.pos[0], false)
+	if err != nil {
+		return outcome(err)
+	}
+	target, err := s.e.Readlink(attr.Ino)
+	return outcome(err, "ok "+strconv.Quote(abbrev(target)))
+}
+
+func cmdSetattr(s *scenario, a *cmdArgs) []string {
+	sa, err := parseSetAttr(a)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	attr, err := pathSetAttr(s.e, a.c, a.pos[0], a.cmd == "setattr", sa, s.now)
+	return outcome(err, s.long(attr))
+}
+
+// parseSetAttr reads the options mode= (octal), uid=, gid=, size=, atime=
+// and mtime= (a time or "now").
+func parseSetAttr(a *cmdArgs) (SetAttr, error) {
+	var sa SetAttr
+	for _, k := range []string{"atime", "gid", "mode", "mtime", "size", "uid"} {
+		v, ok := a.opt(k)
+		if !ok {
+			continue
+		}
 		n, err := strconv.ParseUint(v, 10, 64)
 		if k == "mode" {
 			n, err = strconv.ParseUint(v, 8, 32)
@@ -439,50 +489,21 @@ func parseSetAttr(opts map[string]string) (SetAttr, error) {
 				sa.Valid |= SetMtime
 				sa.Mtime = int64(n)
 			}
-		default:
-			return sa, fmt.Errorf("unknown attribute %s", k)
 		}
 	}
 	return sa, nil
 }
 
-func (s *scenario) ls(c Cred, path string, opts map[string]string) []string {
-	a, err := s.e.Resolve(c, path, true)
+func cmdXattr(s *scenario, a *cmdArgs) []string {
+	attr, err := s.e.Resolve(a.c, a.pos[1], true)
 	if err != nil {
 		return outcome(err)
 	}
-	limit := 0
-	if v, ok := opts["limit"]; ok {
-		limit, _ = strconv.Atoi(v)
-	}
-	var out []string
-	ents, next, eof, err := s.e.Readdir(c, a.Ino, opts["cursor"], limit, false)
-	if err != nil {
-		return outcome(err)
-	}
-	for _, ent := range ents {
-		out = append(out, fmt.Sprintf("%s ino=%d %s", abbrev(ent.Name), ent.Ino, typeName(ent.Type)))
-	}
-	if eof {
-		out = append(out, "eof")
-	} else {
-		out = append(out, "next="+abbrev(next))
-	}
-	return out
-}
-
-func (s *scenario) xattr(c Cred, pos []string, opts map[string]string) []string {
-	a, err := s.e.Resolve(c, pos[1], true)
-	if err != nil {
-		return outcome(err)
-	}
-	switch pos[0] {
-	case "set":
-		if len(pos) < 4 {
-			break
-		}
+	op, args := a.pos[0], a.pos[2:]
+	switch {
+	case op == "set" && len(args) >= 2:
 		var flags uint32
-		for _, f := range pos[4:] {
+		for _, f := range args[2:] {
 			switch f {
 			case "create":
 				flags |= XattrCreate
@@ -494,28 +515,66 @@ func (s *scenario) xattr(c Cred, pos []string, opts map[string]string) []string 
 				return []string{"bad xattr flag " + f}
 			}
 		}
-		if v, ok := opts["flags"]; ok {
+		if v, ok := a.opt("flags"); ok {
 			f, _ := strconv.ParseUint(v, 0, 32)
 			flags = uint32(f)
 		}
-		return outcome(s.e.SetXattr(c, a.Ino, pos[2], []byte(pos[3]), flags, s.now))
-	case "get":
-		if len(pos) < 3 {
-			break
-		}
-		v, err := s.e.GetXattr(c, a.Ino, pos[2])
+		return outcome(s.e.SetXattr(a.c, attr.Ino, args[0], []byte(args[1]), flags, s.now))
+	case op == "get" && len(args) == 1:
+		v, err := s.e.GetXattr(a.c, attr.Ino, args[0])
 		return outcome(err, "ok "+strconv.Quote(abbrev(string(v))))
-	case "list":
-		names, err := s.e.ListXattr(c, a.Ino)
+	case op == "list" && len(args) == 0:
+		names, err := s.e.ListXattr(a.c, attr.Ino)
 		for i := range names {
 			names[i] = abbrev(names[i])
 		}
 		return outcome(err, "ok ["+strings.Join(names, " ")+"]")
-	case "rm":
-		if len(pos) < 3 {
-			break
-		}
-		return outcome(s.e.RemoveXattr(c, a.Ino, pos[2], s.now))
+	case op == "rm" && len(args) == 1:
+		return outcome(s.e.RemoveXattr(a.c, attr.Ino, args[0], s.now))
 	}
 	return []string{"bad xattr command"}
 }
+
+func cmdSummary(s *scenario, a *cmdArgs) []string {
+	attr, err := s.e.Resolve(a.c, a.pos[0], true)
+	if err != nil {
+		return outcome(err)
+	}
+	sum, err := s.e.Summary(a.c, attr.Ino)
+	return outcome(err, fmt.Sprintf("ok dirs=%d files=%d bytes=%d", sum.Dirs, sum.Files, sum.Bytes))
+}
+
+func cmdStatfs(s *scenario, _ *cmdArgs) []string {
+	st := s.e.Statfs()
+	return []string{fmt.Sprintf("ok inodes=%d bytes=%d bsize=%d namemax=%d", st.UsedInodes, st.UsedBytes, st.BlockSize, st.MaxName)}
+}
+
+func cmdCheck(s *scenario, _ *cmdArgs) []string {
+	if err := s.e.Check(); err != nil {
+		return []string{"check: " + err.Error()}
+	}
+	return []string{"ok"}
+}
+
+// cmdMkdirs makes N directories d0, d1, ... in DIR at the inode level, all
+// at the command's time, stopping at the first error.
+func cmdMkdirs(s *scenario, a *cmdArgs) []string {
+	d, err := s.e.Resolve(a.c, a.pos[0], true)
+	if err != nil {
+		return outcome(err)
+	}
+	n, err := strconv.Atoi(a.pos[1])
+	if err != nil {
+		return []string{"bad count " + a.pos[1]}
+	}
+	for i := range n {
+		if _, err := s.e.Mkdir(a.c, d.Ino, "d"+decimalString(i), 0o755, s.now); err != nil {
+			return []string{fmt.Sprintf("d%d: error: %s", i, errName(err))}
+		}
+	}
+	d, err = s.e.GetAttr(d.Ino)
+	return attrOut(d, err)
+}
+
+// decimalString formats a non-negative i in decimal.
+func decimalString(i int) string { return strconv.Itoa(i) }

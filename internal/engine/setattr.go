@@ -7,17 +7,27 @@ import "syscall"
 // change the mode or set explicit times (EPERM); only root may give a node
 // away, and the owner may change its group only to one of their own groups
 // (EPERM); setting a size or the times to now needs write permission
-// (EACCES). All checks run before anything changes.
+// (EACCES), except a size set through a descriptor open for writing
+// (SetOpenFile: its open checked). All checks run before anything changes.
 func (e *Engine) SetAttr(c Cred, ino Ino, s SetAttr, now int64) (Attr, error) {
 	n, err := e.get(ino)
 	if err != nil {
 		return Attr{}, err
+	}
+	if e.pinned(ino) {
+		return Attr{}, syscall.EBUSY // moving to another partition
 	}
 	if err := e.checkSetAttr(c, n, s); err != nil {
 		return Attr{}, err
 	}
 	if s.Valid == 0 {
 		return e.attr(n), nil
+	}
+	var q Ino
+	if s.Valid&SetSize != 0 {
+		if q, err = e.quotaGrow(n, s.Size); err != nil {
+			return Attr{}, err
+		}
 	}
 	a := n
 	oldGID := e.gid(a)
@@ -40,13 +50,16 @@ func (e *Engine) SetAttr(c Cred, ino Ino, s SetAttr, now int64) (Attr, error) {
 			mode &^= S_ISGID
 		}
 		a.Mode = a.Mode&S_IFMT | mode
+		e.chmodACL(a)
 	}
 	if s.Valid&SetSize != 0 {
 		if s.Size < a.Size {
 			e.truncateData(n, s.Size, now)
 		}
 		e.used += s.Size - a.Size
+		old := a.Size
 		a.Size = s.Size
+		e.quotaResized(q, a, old)
 		a.Mtime = now
 		if !c.IsRoot() {
 			e.killSetID(c, a, e.gid(a))
@@ -97,8 +110,10 @@ func (e *Engine) checkSetAttr(c Cred, n *node, s SetAttr) error {
 		default:
 			return syscall.EINVAL
 		}
-		if err := e.access(c, n, mayWrite); err != nil {
-			return err
+		if s.Valid&SetOpenFile == 0 {
+			if err := e.access(c, n, mayWrite); err != nil {
+				return err
+			}
 		}
 		if s.Size > MaxFileSize {
 			return syscall.EFBIG

@@ -74,7 +74,7 @@ func (b *allocBatch) isUsed(id uint64) bool {
 // first+n-1 may each be committed once, by Commit or Compact. ino names any
 // node of the partition (ENOENT if there is none); count 0 is EINVAL.
 func (e *Engine) AllocSlices(ino Ino, count uint32) (first uint64, n uint32, err error) {
-	if _, err := e.get(ino); err != nil {
+	if _, err := e.peek(ino); err != nil {
 		return 0, 0, err
 	}
 	if count == 0 {
@@ -86,6 +86,7 @@ func (e *Engine) AllocSlices(ino Ino, count uint32) (first uint64, n uint32, err
 	}
 	first = MakeSliceID(e.part, e.nextSlice)
 	e.nextSlice += uint64(n)
+	e.ownPending()
 	if len(e.pending) >= maxPendingBatches {
 		e.pending = append(e.pending[:0], e.pending[1:]...)
 	}
@@ -118,6 +119,10 @@ func (e *Engine) useID(id uint64) {
 	b := e.pendingBatch(id)
 	if b == nil {
 		return
+	}
+	if e.pendingGen < e.cow {
+		e.ownPending()
+		b = e.pendingBatch(id)
 	}
 	i := id - b.first
 	b.used[i/64] |= 1 << (i % 64)

@@ -23,6 +23,7 @@ package engine
 import (
 	"iter"
 	"math/bits"
+	"slices"
 )
 
 // node is one inode: its attributes, with the owner and group as the id
@@ -70,6 +71,7 @@ type extra struct {
 	xattrs map[string][]byte // nil when there are none
 	file   *fileData         // regular files with data only
 	rdev   uint32            // character and block devices only: the device number
+	gen    uint32            // the epoch at which dir, xattrs and file were made this record's own (freeze.go)
 }
 
 // singleBit marks a node's aux as naming a single rather than an extra.
@@ -88,21 +90,61 @@ func (x *extra) empty() bool {
 	return x.dir == nil && x.target == "" && x.xattrs == nil && x.file == nil && x.rdev == 0
 }
 
-// slabChunkBits sets the records per slab chunk: 4096 nodes make a 256 KiB
-// chunk, large enough that chunks are few and small enough that the last,
-// partly used one wastes little.
-const slabChunkBits = 12
-
-const slabChunk = 1 << slabChunkBits
+// slabChunk is the records per slab chunk: 146 nodes (or extra records)
+// make a chunk of 8,176 bytes, in the 8 KiB size class with 16 bytes to
+// spare and alone in its span, so that a released chunk's memory goes back
+// whole; large enough that the chunk tables stay small (24 bytes a chunk),
+// and small enough that a chunk whose nodes all belong to packed
+// directories is common, and can be released (idle.go), even when a
+// directory's node lies between every thousand files. Not a power of two:
+// the division by the constant is a multiplication.
+const slabChunk = 146
 
 // slab hands out records of type T by index. Index 0 is never handed out,
 // so that 0 can mean "none". Released records are zeroed and reused, the
 // most recently released first.
+//
+// While a freeze is live (freeze.go) the chunks it holds are shared and
+// never written again: mut copies a shared chunk before the first write
+// to it, and reads (at) go straight to the chunk.
 type slab[T any] struct {
-	chunks [][]T
-	free   []uint32
-	next   uint32 // the lowest index never handed out
-	live   int
+	chunks  [][]T
+	gens    []uint32 // per chunk: the epoch at which it was made the live slab's own
+	free    []uint32
+	next    uint32 // the lowest index never handed out
+	live    int
+	epoch   uint32 // the engine's freeze epoch
+	cow     uint32 // while a freeze is live: chunks with gens below it are shared; 0 otherwise
+	freeGen uint32 // the epoch at which free was made the live slab's own
+
+	// The node slab only: for each chunk released while every live node
+	// in it belongs to a packed directory (idle.go), what is left of its
+	// nodes; nil for a chunk in memory. A ghostChunk is never changed
+	// once made, so a freeze shares it.
+	ghosts []*ghostChunk
+}
+
+// newChunk appends a zeroed chunk, owned by the live slab.
+func (s *slab[T]) newChunk() {
+	s.chunks = append(s.chunks, make([]T, slabChunk))
+	s.gens = append(s.gens, s.epoch)
+}
+
+// mut returns record i, which must have been handed out, for writing:
+// the chunk it lies in is copied first if a live freeze shares it.
+func (s *slab[T]) mut(i uint32) *T {
+	c := i / slabChunk
+	if s.gens[c] < s.cow {
+		s.own(c)
+	}
+	return &s.chunks[c][i%slabChunk]
+}
+
+// own replaces shared chunk c by a copy that the live slab owns; the
+// freeze keeps the old one.
+func (s *slab[T]) own(c uint32) {
+	s.chunks[c] = append(make([]T, 0, slabChunk), s.chunks[c]...)
+	s.gens[c] = s.epoch
 }
 
 // alloc returns a zeroed record and its index.
@@ -117,21 +159,42 @@ func (s *slab[T]) alloc() (uint32, *T) {
 		}
 		i = s.next
 		s.next++
-		if int(i>>slabChunkBits) == len(s.chunks) {
-			s.chunks = append(s.chunks, make([]T, slabChunk))
+		if int(i/slabChunk) == len(s.chunks) {
+			s.newChunk()
 		}
 	}
 	s.live++
-	return i, s.at(i)
+	return i, s.mut(i)
 }
 
-// at returns record i, which must have been handed out.
-func (s *slab[T]) at(i uint32) *T { return &s.chunks[i>>slabChunkBits][i&(slabChunk-1)] }
+// skip leaves the lowest record never handed out unused: a hole, which the
+// caller puts in the free list. Load uses it to give a loaded engine the
+// layout of the one that wrote the checkpoint.
+func (s *slab[T]) skip() {
+	if s.next == 0 {
+		s.next = 1
+	}
+	i := s.next
+	s.next++
+	if int(i/slabChunk) == len(s.chunks) {
+		s.newChunk()
+	}
+}
+
+// at returns record i, which must have been handed out, for reading only
+// (mut is for writing).
+func (s *slab[T]) at(i uint32) *T { return &s.chunks[i/slabChunk][i%slabChunk] }
 
 // release zeroes record i and makes it available again.
 func (s *slab[T]) release(i uint32) {
 	var zero T
-	*s.at(i) = zero
+	*s.mut(i) = zero
+	if s.freeGen < s.cow {
+		// A live freeze holds the free list: appending could write
+		// over the slots it has and this slab popped since.
+		s.free = slices.Clone(s.free)
+		s.freeGen = s.epoch
+	}
 	s.free = append(s.free, i)
 	s.live--
 }
@@ -144,15 +207,60 @@ type store struct {
 	singles slab[single]
 	index   inoIndex
 	owners  owners
+	idle    idleState // the idle sweep and the packed directories; see idle.go
 }
 
-// get returns the node ino, or nil.
+// get returns the node ino, or nil, for writing (see slab.mut). A node
+// kept in a packed directory is inflated with its directory first.
 func (s *store) get(ino Ino) *node {
 	slot := s.index.find(ino, &s.nodes)
 	if slot == 0 {
 		return nil
 	}
-	return s.nodes.at(slot)
+	return s.atSlot(slot)
+}
+
+// peek returns the node ino, or nil, for reading only. A node kept in a
+// packed directory is inflated with its directory first, or, while the
+// store is read only (a frozen view, Check, the encoder), read from the
+// packed directory without changing anything.
+func (s *store) peek(ino Ino) *node {
+	slot := s.index.find(ino, &s.nodes)
+	if slot == 0 {
+		return nil
+	}
+	return s.peekSlot(slot)
+}
+
+// atSlot returns the node in slot, which must be live, for writing.
+func (s *store) atSlot(slot uint32) *node {
+	if s.ghostAt(slot) {
+		s.wake(slot)
+	}
+	return s.nodes.mut(slot)
+}
+
+// peekSlot returns the node in slot for reading only; a free slot reads
+// as a zero node.
+func (s *store) peekSlot(slot uint32) *node {
+	c := s.nodes.chunks[slot/slabChunk]
+	if c == nil || c[slot%slabChunk].Mode == 0 {
+		return s.peekGhost(slot)
+	}
+	return &c[slot%slabChunk]
+}
+
+// inoAt returns the inode number of the node in slot (0: free), without
+// inflating anything.
+func (s *store) inoAt(slot uint32) Ino { return slotIno(&s.nodes, slot) }
+
+// slotIno returns the inode number of the node in slot i of nodes, 0 for a
+// free slot, whether its chunk is in memory or released.
+func slotIno(nodes *slab[node], i uint32) Ino {
+	if c := nodes.chunks[i/slabChunk]; c != nil {
+		return c[i%slabChunk].Ino
+	}
+	return nodes.ghosts[i/slabChunk].ino[i%slabChunk]
 }
 
 // slotOf returns the slot of the node ino, or 0.
@@ -161,6 +269,9 @@ func (s *store) slotOf(ino Ino) uint32 { return s.index.find(ino, &s.nodes) }
 // add returns a new node with inode number ino, which must be unused, and
 // its slot; its owner is root.
 func (s *store) add(ino Ino) (uint32, *node) {
+	if k := len(s.nodes.free); k > 0 {
+		s.materialize(s.nodes.free[k-1] / slabChunk)
+	}
 	slot, n := s.nodes.alloc()
 	n.Ino = ino
 	s.owners.ref(0, 0)
@@ -170,11 +281,12 @@ func (s *store) add(ino Ino) (uint32, *node) {
 
 // remove releases the node ino and its extra record.
 func (s *store) remove(ino Ino) {
-	slot := s.index.remove(ino, &s.nodes)
+	slot := s.index.find(ino, &s.nodes)
 	if slot == 0 {
 		return
 	}
-	n := s.nodes.at(slot)
+	n := s.atSlot(slot)
+	s.index.remove(ino, &s.nodes)
 	s.owners.unref(n.own)
 	s.dropSingle(n)
 	if n.aux != 0 {
@@ -186,12 +298,32 @@ func (s *store) remove(ino Ino) {
 // len returns the number of nodes.
 func (s *store) len() int { return s.nodes.live }
 
-// extraOf returns n's extra record, or nil if it has none.
+// extraOf returns n's extra record, or nil if it has none, for reading
+// only: extraMut is for changing the record or what it points to.
 func (s *store) extraOf(n *node) *extra {
 	if n.aux == 0 || n.aux&singleBit != 0 {
 		return nil
 	}
 	return s.extras.at(n.aux)
+}
+
+// extraMut returns n's extra record, or nil if it has none, for writing:
+// the record and its directory entries, xattrs and file data are no
+// longer shared with a live freeze (see freeze.go).
+func (s *store) extraMut(n *node) *extra {
+	if n.aux == 0 || n.aux&singleBit != 0 {
+		return nil
+	}
+	return s.extraMutAt(n.aux)
+}
+
+// extraMutAt is extraMut for the extra record i.
+func (s *store) extraMutAt(i uint32) *extra {
+	x := s.extras.mut(i)
+	if x.gen < s.extras.cow {
+		x.unshare(s.extras.epoch)
+	}
+	return x
 }
 
 // singleOf returns n's single, or nil if it has none.
@@ -240,9 +372,10 @@ func (s *store) extra(n *node) *extra {
 	if n.aux == 0 {
 		var x *extra
 		n.aux, x = s.extras.alloc()
+		x.gen = s.extras.epoch
 		return x
 	}
-	return s.extras.at(n.aux)
+	return s.extraMutAt(n.aux)
 }
 
 // dropExtraIfEmpty releases n's extra record once nothing is left in it,
@@ -256,12 +389,32 @@ func (s *store) dropExtraIfEmpty(n *node) {
 	s.settle(n)
 }
 
-// all yields every node with its inode number, in slot order.
+// all yields every node with its inode number, in slot order, for
+// reading only. Nodes kept in packed directories are read from them,
+// without inflating anything: the store is read only meanwhile.
 func (s *store) all() iter.Seq2[Ino, *node] {
 	return func(yield func(Ino, *node) bool) {
-		for _, chunk := range s.nodes.chunks {
+		s.beginRO()
+		defer s.endRO()
+		for c, chunk := range s.nodes.chunks {
+			if chunk == nil {
+				g := s.nodes.ghosts[c]
+				for i, ino := range g.ino {
+					if ino != 0 && !yield(ino, s.ghostCopy(uint32(c*slabChunk+i))) {
+						return
+					}
+				}
+				continue
+			}
 			for i := range chunk {
-				if n := &chunk[i]; n.Ino != 0 && !yield(n.Ino, n) {
+				n := &chunk[i]
+				if n.Ino == 0 {
+					continue
+				}
+				if n.Mode == 0 {
+					n = s.ghostCopy(uint32(c*slabChunk + i))
+				}
+				if !yield(n.Ino, n) {
 					return
 				}
 			}
@@ -296,7 +449,7 @@ func (x *inoIndex) find(ino Ino, nodes *slab[node]) uint32 {
 		if slot == 0 {
 			return 0
 		}
-		if nodes.at(slot).Ino == ino {
+		if slotIno(nodes, slot) == ino {
 			return slot
 		}
 	}
@@ -325,7 +478,7 @@ func (x *inoIndex) grow(nodes *slab[node]) {
 		if slot == 0 {
 			continue
 		}
-		i := x.home(nodes.at(slot).Ino)
+		i := x.home(slotIno(nodes, slot))
 		for x.slots[i] != 0 {
 			i = (i + 1) & mask
 		}
@@ -345,7 +498,7 @@ func (x *inoIndex) remove(ino Ino, nodes *slab[node]) uint32 {
 		if slot == 0 {
 			return 0
 		}
-		if nodes.at(slot).Ino == ino {
+		if slotIno(nodes, slot) == ino {
 			break
 		}
 		i = (i + 1) & mask
@@ -354,7 +507,7 @@ func (x *inoIndex) remove(ino Ino, nodes *slab[node]) uint32 {
 	// Backward shift: move up every later entry of the run that may sit
 	// at the hole, so that lookups never stop short.
 	for j := (i + 1) & mask; x.slots[j] != 0; j = (j + 1) & mask {
-		h := x.home(nodes.at(x.slots[j]).Ino)
+		h := x.home(slotIno(nodes, x.slots[j]))
 		if (j-h)&mask >= (j-i)&mask {
 			x.slots[i] = x.slots[j]
 			i = j

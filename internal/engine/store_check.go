@@ -11,8 +11,14 @@ func (e *Engine) checkStore() error {
 	live := 0
 	auxOwner := make(map[uint32]Ino)
 	ownerRefs := make(map[uint32]uint64)
+	if err := e.checkGhosts(); err != nil {
+		return err
+	}
+	if err := e.checkPackedCounts(); err != nil {
+		return err
+	}
 	for slot := uint32(1); slot < s.nodes.next; slot++ {
-		n := s.nodes.at(slot)
+		n := s.peekSlot(slot)
 		if n.Ino == 0 {
 			if n.aux != 0 {
 				return fmt.Errorf("free slot %d names extra %d", slot, n.aux)
@@ -36,6 +42,9 @@ func (e *Engine) checkStore() error {
 	}
 	if live != s.nodes.live || live != s.index.count {
 		return fmt.Errorf("%d live nodes, but the slab counts %d and the index %d", live, s.nodes.live, s.index.count)
+	}
+	if err := checkFree(&s.nodes, func(i uint32) bool { return s.inoAt(i) == 0 }); err != nil {
+		return err
 	}
 	if err := s.owners.check(ownerRefs); err != nil {
 		return err
@@ -74,7 +83,10 @@ func (e *Engine) checkExtra(n *node) error {
 		return fmt.Errorf("node %d: one slice kept in an extra record, not a single", n.Ino)
 	}
 	if x != nil && x.dir != nil {
-		return x.dir.check()
+		if err := x.dir.check(); err != nil {
+			return fmt.Errorf("dir %d: %w", n.Ino, err)
+		}
+		return e.checkDeep(n)
 	}
 	return nil
 }
@@ -114,6 +126,22 @@ func (d *dirents) check() error {
 		if used != d.live {
 			return fmt.Errorf("directory index holds %d entries, %d live", used, d.live)
 		}
+	}
+	return nil
+}
+
+// checkFree verifies a slab's free list: exactly its unused records below
+// next (unused says which those are), each once.
+func checkFree[T any](s *slab[T], unused func(uint32) bool) error {
+	if s.next > 0 && int(s.next)-1 != s.live+len(s.free) {
+		return fmt.Errorf("slab of %d records: %d live and %d free", s.next-1, s.live, len(s.free))
+	}
+	seen := make(map[uint32]bool, len(s.free))
+	for _, i := range s.free {
+		if i == 0 || i >= s.next || seen[i] || !unused(i) {
+			return fmt.Errorf("free list names record %d (of %d) wrongly", i, s.next)
+		}
+		seen[i] = true
 	}
 	return nil
 }

@@ -1,26 +1,31 @@
 package engine
 
-import "syscall"
+import (
+	"syscall"
 
-// Ino is an inode number. Its high PartitionBits bits carry the partition
-// that owns the node, so any component can route an inode-based request
-// without a lookup; the low bits are a counter local to the partition.
+	"github.com/canopyfs/canopy/internal/protocol"
+)
+
+// Ino is an inode number. Its high bits carry the partition that owns the
+// node, so any component can route an inode-based request without a
+// lookup; the low bits are a counter local to the partition. The layout is
+// the protocol's (internal/protocol).
 type Ino uint64
 
 // PartitionBits is the number of high bits of an Ino that hold the partition.
-const PartitionBits = 16
+const PartitionBits = protocol.PartitionBits
 
 // localBits is the number of low bits of an Ino that the partition allocates.
-const localBits = 64 - PartitionBits
+const localBits = protocol.LocalBits
 
 // MakeIno returns the inode number with local number n in partition p.
-func MakeIno(p uint16, n uint64) Ino { return Ino(uint64(p)<<localBits | n&(1<<localBits-1)) }
+func MakeIno(p uint16, n uint64) Ino { return Ino(protocol.MakeIno(p, n)) }
 
 // Partition returns the partition that owns ino.
-func (ino Ino) Partition() uint16 { return uint16(ino >> localBits) }
+func (ino Ino) Partition() uint16 { return protocol.PartitionOf(uint64(ino)) }
 
 // RootIno returns the inode number of the root directory of partition p.
-func RootIno(p uint16) Ino { return MakeIno(p, 1) }
+func RootIno(p uint16) Ino { return Ino(protocol.RootIno(p)) }
 
 // Limits, as on Linux.
 const (
@@ -111,6 +116,10 @@ const (
 	SetMtime    = 32
 	SetAtimeNow = 64
 	SetMtimeNow = 128
+	// SetOpenFile, with SetSize, sets the size through a descriptor open
+	// for writing (ftruncate): its open checked write permission, and as
+	// on Linux the size change checks none.
+	SetOpenFile = 256
 )
 
 // Rename flags, as Linux renameat2.

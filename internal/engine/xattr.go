@@ -32,9 +32,12 @@ func checkXattrName(name string) error {
 }
 
 // checkNamespace validates an attribute's namespace: user, trusted or
-// security (EOPNOTSUPP otherwise; system.* holds ACLs, which are not
-// supported) with a non-empty name after the prefix (EINVAL).
+// security with a non-empty name after the prefix (EINVAL), or one of the
+// two ACL attributes of system.* (EOPNOTSUPP otherwise).
 func checkNamespace(name string) error {
+	if isACLName(name) {
+		return nil
+	}
 	for _, ns := range []string{nsUser, nsTrusted, nsSecurity} {
 		if strings.HasPrefix(name, ns) {
 			if len(name) == len(ns) {
@@ -85,7 +88,7 @@ func (e *Engine) xattrAccess(c Cred, n *node, name string, want uint32) error {
 // The engine never changes a stored value in place, so the caller may keep
 // the slice (but must not modify it).
 func (e *Engine) GetXattr(c Cred, ino Ino, name string) ([]byte, error) {
-	n, err := e.get(ino)
+	n, err := e.peek(ino)
 	if err != nil {
 		return nil, err
 	}
@@ -114,6 +117,9 @@ func (e *Engine) SetXattr(c Cred, ino Ino, name string, value []byte, flags uint
 	if err != nil {
 		return err
 	}
+	if e.pinned(ino) {
+		return syscall.EBUSY // moving to another partition
+	}
 	if flags&^(XattrCreate|XattrReplace) != 0 {
 		return syscall.EINVAL
 	}
@@ -136,6 +142,9 @@ func (e *Engine) SetXattr(c Cred, ino Ino, name string, value []byte, flags uint
 	case flags&XattrReplace != 0 && !exists:
 		return syscall.ENODATA
 	}
+	if isACLName(name) {
+		return e.setACL(c, n, name, value, now)
+	}
 	x := e.st.extra(n)
 	if x.xattrs == nil {
 		x.xattrs = make(map[string][]byte)
@@ -148,7 +157,7 @@ func (e *Engine) SetXattr(c Cred, ino Ino, name string, value []byte, flags uint
 // ListXattr returns the names of ino's attributes that c may see, sorted.
 // Listing needs no permission; trusted.* is hidden from all but root.
 func (e *Engine) ListXattr(c Cred, ino Ino) ([]string, error) {
-	n, err := e.get(ino)
+	n, err := e.peek(ino)
 	if err != nil {
 		return nil, err
 	}
@@ -170,6 +179,9 @@ func (e *Engine) RemoveXattr(c Cred, ino Ino, name string, now int64) error {
 	if err != nil {
 		return err
 	}
+	if e.pinned(ino) {
+		return syscall.EBUSY // moving to another partition
+	}
 	if err := checkXattrName(name); err != nil {
 		return err
 	}
@@ -179,10 +191,13 @@ func (e *Engine) RemoveXattr(c Cred, ino Ino, name string, now int64) error {
 	if err := checkNamespace(name); err != nil {
 		return err
 	}
-	x := e.st.extraOf(n)
+	if isACLName(name) {
+		return e.changeACL(c, n, name, nil, now)
+	}
 	if _, ok := e.xattrsOf(n)[name]; !ok {
 		return syscall.ENODATA
 	}
+	x := e.st.extraMut(n)
 	delete(x.xattrs, name)
 	if len(x.xattrs) == 0 {
 		x.xattrs = nil

@@ -1,6 +1,7 @@
 package fuse
 
 import (
+	"syscall"
 	"time"
 
 	gofuse "github.com/hanwen/go-fuse/v2/fuse"
@@ -8,8 +9,10 @@ import (
 	"github.com/canopyfs/canopy/client"
 )
 
-// The calls that change directories. The kernel has applied the caller's
-// umask to the modes already.
+// The calls that change directories. The mount asks the kernel to leave
+// the caller's umask to it (FUSE_DONT_MASK, with FUSE_POSIX_ACL): the
+// service applies it unless the parent has a default ACL, which masks the
+// mode instead.
 
 // Mknod creates a regular file, fifo, socket or device node.
 func (fs *FS) Mknod(cancel <-chan struct{}, in *gofuse.MknodIn, name string, out *gofuse.EntryOut) (st gofuse.Status) {
@@ -17,10 +20,13 @@ func (fs *FS) Mknod(cancel <-chan struct{}, in *gofuse.MknodIn, name string, out
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
-	ctx, c := fs.asMutation(&in.Caller)
-	fi, err := c.MknodAt(ctx, client.Ino(in.NodeId), name, in.Mode, in.Rdev)
+	ctx, c := fs.asWhole(&in.Caller)
+	fi, err := c.MknodAtMasked(ctx, client.Ino(in.NodeId), name, in.Mode, in.Rdev, in.Umask)
 	if err != nil {
 		return fs.fail(opMknod, err)
+	}
+	if in.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		fs.noCaps.add(fi.Ino())
 	}
 	fs.fillEntry(out, fi.Attr())
 	return gofuse.OK
@@ -32,8 +38,8 @@ func (fs *FS) Mkdir(cancel <-chan struct{}, in *gofuse.MkdirIn, name string, out
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
-	ctx, c := fs.asMutation(&in.Caller)
-	fi, err := c.MkdirAt(ctx, client.Ino(in.NodeId), name, in.Mode&0o7777)
+	ctx, c := fs.asWhole(&in.Caller)
+	fi, err := c.MkdirAtMasked(ctx, client.Ino(in.NodeId), name, in.Mode&0o7777, in.Umask)
 	if err != nil {
 		return fs.fail(opMkdir, err)
 	}
@@ -47,7 +53,7 @@ func (fs *FS) Unlink(cancel <-chan struct{}, h *gofuse.InHeader, name string) (s
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
-	ctx, c := fs.asMutation(&h.Caller)
+	ctx, c := fs.asWhole(&h.Caller)
 	if err := c.UnlinkAt(ctx, client.Ino(h.NodeId), name); err != nil {
 		return fs.fail(opUnlink, err)
 	}
@@ -60,7 +66,7 @@ func (fs *FS) Rmdir(cancel <-chan struct{}, h *gofuse.InHeader, name string) (st
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
-	ctx, c := fs.asMutation(&h.Caller)
+	ctx, c := fs.asWhole(&h.Caller)
 	if err := c.RmdirAt(ctx, client.Ino(h.NodeId), name); err != nil {
 		return fs.fail(opRmdir, err)
 	}
@@ -80,7 +86,7 @@ func (fs *FS) Rename(cancel <-chan struct{}, in *gofuse.RenameIn, oldName, newNa
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
-	ctx, c := fs.asMutation(&in.Caller)
+	ctx, c := fs.asWhole(&in.Caller)
 	err := c.RenameAt(ctx, client.Ino(in.NodeId), oldName, client.Ino(in.Newdir), newName, in.Flags)
 	if err != nil {
 		return fs.fail(opRename, err)
@@ -94,7 +100,7 @@ func (fs *FS) Link(cancel <-chan struct{}, in *gofuse.LinkIn, name string, out *
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
-	ctx, c := fs.asMutation(&in.Caller)
+	ctx, c := fs.asWhole(&in.Caller)
 	fi, err := c.LinkAt(ctx, client.Ino(in.Oldnodeid), client.Ino(in.NodeId), name)
 	if err != nil {
 		return fs.fail(opLink, err)
@@ -109,7 +115,7 @@ func (fs *FS) Symlink(cancel <-chan struct{}, h *gofuse.InHeader, target, linkNa
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
-	ctx, c := fs.asMutation(&h.Caller)
+	ctx, c := fs.asWhole(&h.Caller)
 	fi, err := c.SymlinkAt(ctx, client.Ino(h.NodeId), linkName, target)
 	if err != nil {
 		return fs.fail(opSymlink, err)
@@ -121,7 +127,7 @@ func (fs *FS) Symlink(cancel <-chan struct{}, h *gofuse.InHeader, target, linkNa
 // Readlink answers a symlink's target.
 func (fs *FS) Readlink(cancel <-chan struct{}, h *gofuse.InHeader) (target []byte, st gofuse.Status) {
 	defer fs.observe(opReadlink, time.Now(), &st)
-	ctx, c := fs.as(cancel, &h.Caller)
+	ctx, c := fs.asWhole(&h.Caller)
 	t, err := c.ReadlinkIno(ctx, client.Ino(h.NodeId))
 	if err != nil {
 		return nil, fs.fail(opReadlink, err)

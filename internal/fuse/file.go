@@ -5,12 +5,14 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	gofuse "github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/canopyfs/canopy/client"
+	"github.com/canopyfs/canopy/internal/clientdata"
 )
 
 // File contents go through the SDK's client.File: writes are buffered
@@ -26,6 +28,11 @@ type fileHandle struct {
 	ino   client.Ino
 	write bool
 	flags uint32 // the open(2) flags
+	// killed is set when the kernel marks a write as one that must clear
+	// set-user-ID and set-group-ID (WRITE_KILL_SUIDGID): the commit of
+	// that write clears them on the service, and the kernel's cached
+	// attributes must then be dropped.
+	killed atomic.Bool
 }
 
 // openFiles indexes the open files by inode, so that GETATTR counts
@@ -74,10 +81,11 @@ func (w *openFiles) of(ino client.Ino) []*fileHandle {
 const openFlags = syscall.O_ACCMODE | syscall.O_TRUNC | syscall.O_APPEND
 
 // openFile opens ino for c's caller and returns the handle to give the
-// kernel. The file outlives the request, so its calls use a context of
-// their own, bounded by the client's operation timeout.
+// kernel; O_CREAT in flags says the caller has just created it. The file
+// outlives the request, so its calls use a context of their own, bounded
+// by the client's operation timeout.
 func (fs *FS) openFile(c *client.Client, ino client.Ino, flags uint32) (uint64, error) {
-	f, err := c.OpenFileIno(context.Background(), ino, int(flags&openFlags))
+	f, err := c.OpenFileIno(context.Background(), ino, int(flags&(openFlags|syscall.O_CREAT)))
 	if err != nil {
 		return 0, err
 	}
@@ -92,8 +100,8 @@ func (fs *FS) Open(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.OpenOu
 	if in.Flags&syscall.O_ACCMODE != syscall.O_RDONLY && fs.readOnly() {
 		return gofuse.EROFS
 	}
-	_, c := fs.asMutation(&in.Caller)
-	fh, err := fs.openFile(c, client.Ino(in.NodeId), in.Flags)
+	_, c := fs.asWhole(&in.Caller)
+	fh, err := fs.openFile(c, client.Ino(in.NodeId), in.Flags&^syscall.O_CREAT)
 	if err != nil {
 		return fs.fail(opOpen, err)
 	}
@@ -107,12 +115,14 @@ func (fs *FS) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name string, o
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
-	ctx, c := fs.asMutation(&in.Caller)
-	fi, err := c.MknodAt(ctx, client.Ino(in.NodeId), name, syscall.S_IFREG|in.Mode&0o7777, 0)
+	ctx, c := fs.asWhole(&in.Caller)
+	fi, err := c.MknodAtMasked(ctx, client.Ino(in.NodeId), name, syscall.S_IFREG|in.Mode&0o7777, 0, in.Umask)
 	if err != nil {
 		return fs.fail(opCreate, err)
 	}
-	fh, err := fs.openFile(c, fi.Ino(), in.Flags)
+	fs.noCaps.add(fi.Ino())
+	// O_CREAT: the creator may open the new file whatever its mode.
+	fh, err := fs.openFile(c, fi.Ino(), in.Flags|syscall.O_CREAT)
 	if err != nil {
 		return fs.fail(opCreate, err)
 	}
@@ -154,6 +164,9 @@ func (fs *FS) Write(cancel <-chan struct{}, in *gofuse.WriteIn, data []byte) (wr
 		return 0, st
 	}
 	n, err := h.f.WriteAt(data, int64(in.Offset))
+	if in.WriteFlags&gofuse.WRITE_KILL_SUIDGID != 0 {
+		h.killed.Store(true) // after the write is buffered: its commit consumes the mark
+	}
 	if err != nil {
 		return uint32(n), fs.fail(opWrite, err)
 	}
@@ -165,7 +178,7 @@ func (fs *FS) Write(cancel <-chan struct{}, in *gofuse.WriteIn, data []byte) (wr
 // reports a failure to store them.
 func (fs *FS) Flush(cancel <-chan struct{}, in *gofuse.FlushIn) (st gofuse.Status) {
 	defer fs.observe(opFlush, time.Now(), &st)
-	st = fs.sync(opFlush, in.Fh)
+	st = fs.sync(opFlush, in.Fh, false)
 	fs.releaseLocks(client.Ino(in.NodeId), in.LockOwner, false)
 	return st
 }
@@ -173,21 +186,32 @@ func (fs *FS) Flush(cancel <-chan struct{}, in *gofuse.FlushIn) (st gofuse.Statu
 // Fsync commits buffered writes; a commit is durable on the service.
 func (fs *FS) Fsync(cancel <-chan struct{}, in *gofuse.FsyncIn) (st gofuse.Status) {
 	defer fs.observe(opFsync, time.Now(), &st)
-	return fs.sync(opFsync, in.Fh)
+	return fs.sync(opFsync, in.Fh, true)
 }
 
-func (fs *FS) sync(op string, fh uint64) gofuse.Status {
+// sync commits a handle's buffered writes; durable says whether to wait
+// for them to be durable as well (fsync, not close: see the mount's
+// --durability).
+func (fs *FS) sync(op string, fh uint64, durable bool) gofuse.Status {
 	h, st := fs.handle(fh)
 	if st != gofuse.OK {
 		return st
 	}
 	if !h.write {
+		if durable {
+			return fs.syncIno(h.ino) // the file's changes made by path, rename, chmod, ...
+		}
 		return gofuse.OK
 	}
 	_, dirty := h.f.BufferedSize()
-	if err := h.f.Sync(); err != nil {
+	commit := h.f.Commit
+	if durable {
+		commit = h.f.Sync
+	}
+	if err := commit(); err != nil {
 		return fs.fail(op, err)
 	}
+	fs.afterCommit(h)
 	if dirty {
 		for _, o := range fs.open.of(h.ino) {
 			if o != h {
@@ -216,6 +240,17 @@ func (fs *FS) Release(cancel <-chan struct{}, in *gofuse.ReleaseIn) {
 	if err := h.f.Close(); err != nil {
 		st = fs.fail(opRelease, err)
 	}
+	fs.afterCommit(h)
+}
+
+// afterCommit drops the kernel's attributes of h's file once a write that
+// had to clear the set-id bits is committed: the service cleared them in
+// that commit, and the kernel would otherwise show (and check against)
+// the old mode until its attribute timeout.
+func (fs *FS) afterCommit(h *fileHandle) {
+	if h.killed.Swap(false) {
+		fs.dropAttrs(h.ino)
+	}
 }
 
 // commitWriters commits the writes buffered by every handle open for
@@ -223,9 +258,10 @@ func (fs *FS) Release(cancel <-chan struct{}, in *gofuse.ReleaseIn) {
 func (fs *FS) commitWriters(ino client.Ino) error {
 	for _, h := range fs.open.of(ino) {
 		if h.write {
-			if err := h.f.Sync(); err != nil {
+			if err := h.f.Commit(); err != nil {
 				return err
 			}
+			fs.afterCommit(h)
 		}
 	}
 	return nil
@@ -294,8 +330,8 @@ func (fs *FS) Fallocate(cancel <-chan struct{}, in *gofuse.FallocateIn) (st gofu
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
-	ctx, c := fs.asMutation(&in.Caller)
-	if _, err := c.Commit(ctx, uint64(h.ino), nil, end); err != nil {
+	ctx, c := fs.asWhole(&in.Caller)
+	if _, err := clientdata.Meta(c).Commit(ctx, uint64(h.ino), nil, end); err != nil {
 		return fs.fail(opFallocate, err)
 	}
 	for _, o := range fs.open.of(h.ino) {

@@ -22,9 +22,12 @@ type Options struct {
 	ReadOnly bool
 	// AllowOther lets users other than the one who mounted use the mount.
 	AllowOther bool
-	// DefaultPermissions makes the kernel check permissions from the
-	// attributes it has, before asking the service, which checks again.
-	DefaultPermissions bool
+	// NoDefaultPermissions turns off the kernel's permission checks
+	// (FUSE's default_permissions, on otherwise) and leaves them to the
+	// service. The kernel then checks nothing for what never reaches the
+	// mount: opening FIFOs and device nodes, and the search permission of
+	// directories whose entries it has cached.
+	NoDefaultPermissions bool
 	// FsName is the mount's source, shown by df and /proc/mounts.
 	FsName string
 	// Metrics, if set, receives the per-operation metrics.
@@ -42,6 +45,11 @@ const (
 	DefaultEntryTimeout = time.Second
 )
 
+// DefaultOptions are the options of `canopy mount` without flags.
+func DefaultOptions() Options {
+	return Options{AttrTimeout: DefaultAttrTimeout, EntryTimeout: DefaultEntryTimeout}
+}
+
 // FS is the FUSE file system: go-fuse's raw interface over a Canopy
 // client. Operations it does not implement answer ENOSYS.
 type FS struct {
@@ -56,6 +64,10 @@ type FS struct {
 	files  handles[*fileHandle]
 	open   openFiles
 	locks  heldLocks
+	noCaps noCaps // files known to have no security.capability
+	// srv is the go-fuse server, set by Init before any request is
+	// served; it sends the kernel cache invalidations.
+	srv *gofuse.Server
 }
 
 // New returns the file system serving c's namespace.
@@ -72,26 +84,38 @@ func New(c *client.Client, opts Options) *FS {
 		log:           log,
 		m:             newMetrics(opts.Metrics),
 		groups:        newGroupCache(),
+		noCaps:        noCaps{ttl: opts.AttrTimeout},
+	}
+}
+
+// Init keeps the server, through which the mount tells the kernel to drop
+// cached attributes.
+func (fs *FS) Init(srv *gofuse.Server) { fs.srv = srv }
+
+// dropAttrs makes the kernel forget the attributes it has for ino, so
+// that the next stat or permission check asks the service again.
+func (fs *FS) dropAttrs(ino client.Ino) {
+	if fs.srv == nil {
+		return
+	}
+	if st := fs.srv.InodeNotify(uint64(ino), -1, 0); st != gofuse.OK && st != gofuse.ENOENT {
+		fs.log.Warn("fuse attribute invalidation failed", "ino", uint64(ino), "status", st)
 	}
 }
 
 // String names the file system (the "fuse.canopy" type of the mount).
 func (fs *FS) String() string { return "canopy" }
 
-// as returns the context of a request (done when the kernel interrupts
-// it) and a client acting as its caller.
-func (fs *FS) as(cancel <-chan struct{}, caller *gofuse.Caller) (context.Context, *client.Client) {
-	return &gofuse.Context{Caller: *caller, Cancel: cancel}, fs.c.As(fs.credOf(caller))
-}
-
-// asMutation is as for a call that changes the namespace: it is not
-// abandoned when the kernel interrupts the caller (a Go program is
-// interrupted often, by the runtime's preemption signals). An abandoned
-// change may still be applied, and the caller's retry of an interrupted
-// mkdir would then fail with EEXIST; the client's own operation timeout
-// still bounds the call.
-func (fs *FS) asMutation(caller *gofuse.Caller) (context.Context, *client.Client) {
-	return fs.as(nil, caller)
+// asWhole returns the context of a request and a client acting as its
+// caller. The request runs to its end even when the kernel interrupts the
+// caller: a Go program is interrupted often, by the runtime's preemption
+// signals, and an abandoned LOOKUP would fail the caller's mknod or open
+// with EINTR, which no local file system does; an abandoned change may
+// still be applied, and the caller's retry of an interrupted mkdir would
+// then fail with EEXIST. The client's own operation timeout still bounds
+// the call. Lock waits, which can last, are interruptible (locks.go).
+func (fs *FS) asWhole(caller *gofuse.Caller) (context.Context, *client.Client) {
+	return &gofuse.Context{Caller: *caller}, fs.c.As(fs.credOf(caller))
 }
 
 // observe records an operation when it returns; use it as

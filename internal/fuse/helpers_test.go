@@ -1,13 +1,18 @@
 package fuse
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/canopyfs/canopy/client"
 	"github.com/canopyfs/canopy/internal/server"
@@ -39,9 +44,15 @@ type fixture struct {
 // directory; the mount is unmounted when the test ends, failed or not.
 func mountTest(t testing.TB, opts Options) *fixture {
 	t.Helper()
+	return mountTestClient(t, opts, client.Options{Cred: &client.Cred{}})
+}
+
+// mountTestClient is mountTest with the mount's client dialled with copts.
+func mountTestClient(t testing.TB, opts Options, copts client.Options) *fixture {
+	t.Helper()
 	requireFUSE(t)
 	_, addr := servertest.Start(t, server.Config{Storage: "file://" + t.TempDir()})
-	c, err := client.Dial(addr, client.Options{Cred: &client.Cred{}})
+	c, err := client.Dial(addr, copts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,4 +135,44 @@ func runErr(dir string, name string, args ...string) (string, error) {
 	defer timer.Stop()
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// asCaller runs fn as uid, gid and supplementary groups, on an OS thread
+// of its own, on f's mount, and returns what fn returns. The credentials are set with
+// raw system calls, which change only the calling thread (syscall.Setuid
+// would change every thread of the process, the mount's included); the
+// thread stays locked to fn's goroutine and ends with it, so nothing else
+// ever runs with them. The kernel gives the mount that thread's ids (and
+// the mount reads its groups from /proc), as for another process, and
+// with euid other than 0 the thread has no capabilities (no CAP_FSETID).
+func (f *fixture) asCaller(uid, gid uint32, groups []uint32, fn func() error) error {
+	res := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with this goroutine
+		var gp unsafe.Pointer
+		if len(groups) > 0 {
+			gp = unsafe.Pointer(&groups[0])
+		}
+		if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, uintptr(len(groups)), uintptr(gp), 0); e != 0 {
+			res <- fmt.Errorf("setgroups: %w", e)
+			return
+		}
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(gid), uintptr(gid), uintptr(gid)); e != 0 {
+			res <- fmt.Errorf("setresgid: %w", e)
+			return
+		}
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(uid)); e != 0 {
+			res <- fmt.Errorf("setresuid: %w", e)
+			return
+		}
+		// The thread is one the process had: the mount may have its
+		// groups of a moment ago cached (for a second, as for a process
+		// that calls setgroups).
+		g := f.m.FS.groups
+		g.mu.Lock()
+		delete(g.m, uint32(unix.Gettid()))
+		g.mu.Unlock()
+		res <- fn()
+	}()
+	return <-res
 }

@@ -9,7 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/canopyfs/canopy/client"
-	"github.com/canopyfs/canopy/internal/data"
 )
 
 // The FUSE operations the mount counts, as metric labels.
@@ -55,6 +54,9 @@ var latencyBuckets = prometheus.ExponentialBuckets(1e-6, 2, 23)
 type metrics struct {
 	ops     *prometheus.CounterVec
 	seconds *prometheus.HistogramVec
+	// noCapsHits counts GETXATTRs of security.capability answered from
+	// the mount's negative cache, without a call to the service.
+	noCapsHits prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -70,8 +72,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "canopy_fuse_operation_seconds", Buckets: latencyBuckets,
 			Help: "Time from a FUSE request reaching the mount to its answer, by operation.",
 		}, []string{"op"}),
+		noCapsHits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "canopy_fuse_xattr_negative_cache_hits_total",
+			Help: "GETXATTRs of security.capability answered ENODATA by the mount from what it knows, without asking the service.",
+		}),
 	}
-	reg.MustRegister(m.ops, m.seconds)
+	reg.MustRegister(m.ops, m.seconds, m.noCapsHits)
 	return m
 }
 
@@ -81,7 +87,7 @@ func registerCacheMetrics(reg prometheus.Registerer, c *client.Client) {
 	if reg == nil {
 		return
 	}
-	stat := func(pick func(data.CacheStats) float64) func() float64 {
+	stat := func(pick func(client.CacheStats) float64) func() float64 {
 		return func() float64 {
 			s, _ := c.CacheStats()
 			return pick(s)
@@ -89,23 +95,23 @@ func registerCacheMetrics(reg prometheus.Registerer, c *client.Client) {
 	}
 	counters := []struct {
 		name, help string
-		pick       func(data.CacheStats) float64
+		pick       func(client.CacheStats) float64
 	}{
 		{"canopy_fuse_block_cache_hits_total", "File data reads served by a block already in the mount's cache (or already coming).",
-			func(s data.CacheStats) float64 { return float64(s.Hits) }},
+			func(s client.CacheStats) float64 { return float64(s.Hits) }},
 		{"canopy_fuse_block_cache_misses_total", "File data reads that had to download a block from the object store.",
-			func(s data.CacheStats) float64 { return float64(s.Misses) }},
+			func(s client.CacheStats) float64 { return float64(s.Misses) }},
 		{"canopy_fuse_block_cache_prefetches_total", "Blocks downloaded ahead of reads (readahead).",
-			func(s data.CacheStats) float64 { return float64(s.Prefetches) }},
+			func(s client.CacheStats) float64 { return float64(s.Prefetches) }},
 		{"canopy_fuse_block_cache_fetched_bytes_total", "Bytes downloaded from the object store into the block cache.",
-			func(s data.CacheStats) float64 { return float64(s.FetchedBytes) }},
+			func(s client.CacheStats) float64 { return float64(s.FetchedBytes) }},
 	}
 	for _, k := range counters {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: k.name, Help: k.help}, stat(k.pick)))
 	}
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "canopy_fuse_block_cache_bytes", Help: "Bytes of file data the mount's block cache holds.",
-	}, stat(func(s data.CacheStats) float64 { return float64(s.Bytes) })))
+	}, stat(func(s client.CacheStats) float64 { return float64(s.Bytes) })))
 }
 
 // done records one operation that started at start and ended with st.
@@ -115,6 +121,13 @@ func (m *metrics) done(op string, start time.Time, st gofuse.Status) {
 	}
 	m.seconds.WithLabelValues(op).Observe(time.Since(start).Seconds())
 	m.ops.WithLabelValues(op, resultName(st)).Inc()
+}
+
+// noCapsHit records a GETXATTR answered from the negative cache.
+func (m *metrics) noCapsHit() {
+	if m != nil {
+		m.noCapsHits.Inc()
+	}
 }
 
 // resultName is "ok" or the errno's name ("ENOENT").

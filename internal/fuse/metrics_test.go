@@ -1,6 +1,7 @@
 package fuse
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/sys/unix"
+
+	"github.com/canopyfs/canopy/client"
 )
 
 // TestMetricsCountOperations checks the per-operation counters and
@@ -163,5 +167,76 @@ func TestConcurrentCallers(t *testing.T) {
 	}
 	if n := f.m.FS.dirs.len(); n != 0 {
 		t.Errorf("%d directory handles still open 5 s after the last close", n)
+	}
+}
+
+// TestCapabilityNegativeCache checks that the kernel's GETXATTR of
+// security.capability before a write is answered by the mount for a file
+// it created, and that a capability set through the mount is seen at
+// once, and its removal too.
+func TestCapabilityNegativeCache(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	f := mountTest(t, Options{Metrics: reg, AttrTimeout: time.Minute, EntryTimeout: time.Minute})
+	hits := func() float64 {
+		mfs, err := reg.Gather()
+		must(t, err)
+		for _, mf := range mfs {
+			if mf.GetName() == "canopy_fuse_xattr_negative_cache_hits_total" {
+				return mf.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+		t.Fatal("no negative cache metric")
+		return 0
+	}
+	p := f.path("f")
+	must(t, os.WriteFile(p, []byte("hello"), 0o644))
+	// Whether the kernel asks before a write depends on its version and
+	// flags: the count is reported; the calls below are checked.
+	h0 := hits()
+	t.Logf("write of a new file: %v GETXATTRs answered by the mount", h0)
+	buf := make([]byte, 64)
+	_, err := unix.Getxattr(p, capabilityXattr, buf)
+	wantErrno(t, "no capability", err, syscall.ENODATA)
+	if h := hits(); h != h0+1 {
+		t.Errorf("getxattr of a file the mount created: %v answers from the cache, want %v", h, h0+1)
+	}
+	// A version 2 capability set that grants nothing.
+	caps := make([]byte, 20)
+	binary.LittleEndian.PutUint32(caps, 0x02000000)
+	must(t, unix.Setxattr(p, capabilityXattr, caps, 0))
+	n, err := unix.Getxattr(p, capabilityXattr, buf)
+	must(t, err)
+	if n != len(caps) {
+		t.Errorf("capability read back: %d bytes, want %d", n, len(caps))
+	}
+	if v, err := f.c.GetXattr(t.Context(), f.rel(p), capabilityXattr); err != nil || len(v) != len(caps) {
+		t.Errorf("server: %d bytes, %v", len(v), err)
+	}
+	must(t, unix.Removexattr(p, capabilityXattr))
+	_, err = unix.Getxattr(p, capabilityXattr, buf)
+	wantErrno(t, "removed", err, syscall.ENODATA)
+}
+
+// TestNoCaps checks the negative cache's own rules.
+func TestNoCaps(t *testing.T) {
+	var off noCaps
+	off.add(1)
+	if off.has(1) {
+		t.Error("a cache with no time to live kept an entry")
+	}
+	n := noCaps{ttl: time.Hour}
+	n.add(1)
+	if !n.has(1) || n.has(2) {
+		t.Error("has after add")
+	}
+	n.drop(1)
+	if n.has(1) {
+		t.Error("has after drop")
+	}
+	for i := range maxNoCaps + 10 {
+		n.add(client.Ino(i + 10))
+	}
+	if len(n.m) > maxNoCaps {
+		t.Errorf("cache grew to %d entries, bound %d", len(n.m), maxNoCaps)
 	}
 }

@@ -48,11 +48,25 @@ func MountAt(c *client.Client, dir string, opts Options) (*Mount, error) {
 		MaxWrite:      maxWrite,
 		Debug:         opts.Debug,
 		EnableLocks:   true, // flock and fcntl locks come to the mount, which asks the service
+		// The service clears set-user-ID and set-group-ID in the same
+		// change as the write's commit or the truncate, as the caller; the
+		// kernel must not send that as a mode change of its own, which a
+		// writer who does not own the file may not make.
+		//
+		// POSIX ACLs: the kernel reads system.posix_acl_access for its
+		// own checks (default_permissions), drops its cached ACLs and
+		// attributes when it sets an ACL or the mode, and, with
+		// DONT_MASK, leaves the umask to the service, which applies it
+		// only when the parent has no default ACL. The kernel turns on
+		// default_permissions with ACLs, so a mount without it has none
+		// there (the service still checks ACLs).
+		EnableAcl:         !opts.NoDefaultPermissions,
+		ExtraCapabilities: gofuse.CAP_HANDLE_KILLPRIV_V2 | gofuse.CAP_DONT_MASK,
 	}
 	if mo.FsName == "" {
 		mo.FsName = "canopy"
 	}
-	if opts.DefaultPermissions {
+	if !opts.NoDefaultPermissions {
 		mo.Options = append(mo.Options, "default_permissions")
 	}
 	if opts.ReadOnly {
@@ -69,6 +83,7 @@ func MountAt(c *client.Client, dir string, opts Options) (*Mount, error) {
 	go func() {
 		defer close(m.done)
 		srv.Serve()
+		fs.syncAtEnd()
 	}()
 	if err := srv.WaitMount(); err != nil {
 		srv.Unmount()

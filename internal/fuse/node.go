@@ -13,7 +13,7 @@ import (
 // name of directory h.NodeId.
 func (fs *FS) Lookup(cancel <-chan struct{}, h *gofuse.InHeader, name string, out *gofuse.EntryOut) (st gofuse.Status) {
 	defer fs.observe(opLookup, time.Now(), &st)
-	ctx, c := fs.as(cancel, &h.Caller)
+	ctx, c := fs.asWhole(&h.Caller)
 	fi, err := c.Lookup(ctx, client.Ino(h.NodeId), name)
 	if err != nil {
 		return fs.fail(opLookup, err)
@@ -29,7 +29,7 @@ func (fs *FS) Forget(nodeid, nlookup uint64) {}
 // GetAttr answers the attributes of h.NodeId.
 func (fs *FS) GetAttr(cancel <-chan struct{}, in *gofuse.GetAttrIn, out *gofuse.AttrOut) (st gofuse.Status) {
 	defer fs.observe(opGetattr, time.Now(), &st)
-	ctx, c := fs.as(cancel, &in.Caller)
+	ctx, c := fs.asWhole(&in.Caller)
 	fi, err := c.GetAttr(ctx, client.Ino(in.NodeId))
 	if err != nil {
 		return fs.fail(opGetattr, err)
@@ -47,8 +47,15 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *gofuse.SetAttrIn, out *gofuse.
 	if s.Valid != 0 && fs.readOnly() {
 		return gofuse.EROFS
 	}
-	ctx, c := fs.asMutation(&in.Caller)
+	ctx, c := fs.asWhole(&in.Caller)
 	ino := client.Ino(in.NodeId)
+	if fh, ok := in.GetFh(); ok && s.Valid&client.SetSize != 0 {
+		// ftruncate, or the truncation of an O_TRUNC open: a descriptor
+		// open for writing may change the size whatever the mode says now.
+		if h, ok := fs.files.get(fh); ok && h.write {
+			s.Valid |= client.SetOpenFile
+		}
+	}
 	var fi *client.FileInfo
 	var err error
 	switch {
@@ -111,12 +118,14 @@ func setAttrOf(in *gofuse.SetAttrInCommon) client.SetAttr {
 	return s
 }
 
-// Access answers access(2) and the kernel's checks before chdir: the
-// service has no access call, so the mount applies the classic mode-bit
-// rules to the node's attributes, as the caller's real uid and groups.
+// Access answers access(2) and the kernel's checks before chdir when the
+// kernel does not check permissions itself (NoDefaultPermissions; with
+// default_permissions it sends no ACCESS): the service has no access
+// call, so the mount applies the classic mode-bit rules to the node's
+// attributes, as the caller's real uid and groups.
 func (fs *FS) Access(cancel <-chan struct{}, in *gofuse.AccessIn) (st gofuse.Status) {
 	defer fs.observe(opAccess, time.Now(), &st)
-	ctx, c := fs.as(cancel, &in.Caller)
+	ctx, c := fs.asWhole(&in.Caller)
 	fi, err := c.GetAttr(ctx, client.Ino(in.NodeId))
 	if err != nil {
 		return fs.fail(opAccess, err)

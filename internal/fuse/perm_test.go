@@ -109,10 +109,10 @@ func TestPermissionsAsOtherUser(t *testing.T) {
 	}
 }
 
-// TestDefaultPermissionsMount checks the kernel-side checks of
-// default_permissions deny the same way.
-func TestDefaultPermissionsMount(t *testing.T) {
-	f := mountTest(t, Options{AllowOther: true, DefaultPermissions: true})
+// TestServerPermissionsMount checks that without default_permissions the
+// service's checks deny the same way.
+func TestServerPermissionsMount(t *testing.T) {
+	f := mountTest(t, Options{AllowOther: true, NoDefaultPermissions: true})
 	openUp(t, f.mnt)
 	priv := f.path("priv")
 	must(t, os.Mkdir(priv, 0o700))

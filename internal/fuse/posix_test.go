@@ -24,9 +24,14 @@ type posixCase struct {
 }
 
 // TestPOSIX runs the POSIX cases on a real mount of a real server and
-// reports how many passed and failed.
+// reports how many passed and failed. The mount has the default options
+// of `canopy mount`, and allow_other so that the permission cases can
+// run callers as other uids.
 func TestPOSIX(t *testing.T) {
-	f := mountTest(t, Options{})
+	opts := DefaultOptions()
+	opts.AllowOther = true
+	f := mountTest(t, opts)
+	openUp(t, f.mnt)
 	passed, failed := 0, 0
 	for _, pc := range posixCases() {
 		dir := f.path(pc.name)
@@ -43,7 +48,7 @@ func TestPOSIX(t *testing.T) {
 }
 
 func posixCases() []posixCase {
-	return slices.Concat(metadataCases(), dataCases(), lockCases(), programCases())
+	return slices.Concat(metadataCases(), dataCases(), lockCases(), permCases(), programCases())
 }
 
 func metadataCases() []posixCase {

@@ -94,7 +94,7 @@ func (d *dirHandle) pageBefore(index uint64) (uint64, string) {
 // who may not list it learns so from opendir.
 func (fs *FS) OpenDir(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.OpenOut) (st gofuse.Status) {
 	defer fs.observe(opOpendir, time.Now(), &st)
-	ctx, c := fs.as(cancel, &in.Caller)
+	ctx, c := fs.asWhole(&in.Caller)
 	d := &dirHandle{ino: client.Ino(in.NodeId), c: c, starts: make(map[uint64]string)}
 	if err := d.load(ctx, 0, ""); err != nil {
 		return fs.fail(opOpendir, err)

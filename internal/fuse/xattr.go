@@ -12,10 +12,19 @@ import (
 // dest it answers the value's size; with one too small, ERANGE.
 func (fs *FS) GetXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name string, dest []byte) (size uint32, st gofuse.Status) {
 	defer fs.observe(opGetxattr, time.Now(), &st)
-	ctx, c := fs.as(cancel, &h.Caller)
-	v, err := c.GetXattrIno(ctx, client.Ino(h.NodeId), name)
+	ino := client.Ino(h.NodeId)
+	if name == capabilityXattr && fs.noCaps.has(ino) {
+		fs.m.noCapsHit()
+		return 0, gofuse.ENODATA
+	}
+	ctx, c := fs.asWhole(&h.Caller)
+	v, err := c.GetXattrIno(ctx, ino, name)
 	if err != nil {
-		return 0, fs.fail(opGetxattr, err)
+		st := fs.fail(opGetxattr, err)
+		if name == capabilityXattr && st == gofuse.ENODATA {
+			fs.noCaps.add(ino)
+		}
+		return 0, st
 	}
 	if len(v) > len(dest) {
 		return uint32(len(v)), gofuse.ERANGE
@@ -27,7 +36,7 @@ func (fs *FS) GetXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name string, 
 // with GetXAttr's rules for sizes.
 func (fs *FS) ListXAttr(cancel <-chan struct{}, h *gofuse.InHeader, dest []byte) (size uint32, st gofuse.Status) {
 	defer fs.observe(opListxattr, time.Now(), &st)
-	ctx, c := fs.as(cancel, &h.Caller)
+	ctx, c := fs.asWhole(&h.Caller)
 	names, err := c.ListXattrIno(ctx, client.Ino(h.NodeId))
 	if err != nil {
 		return 0, fs.fail(opListxattr, err)
@@ -55,7 +64,8 @@ func (fs *FS) SetXAttr(cancel <-chan struct{}, in *gofuse.SetXAttrIn, name strin
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
-	ctx, c := fs.asMutation(&in.Caller)
+	fs.noCaps.drop(client.Ino(in.NodeId))
+	ctx, c := fs.asWhole(&in.Caller)
 	if err := c.SetXattrIno(ctx, client.Ino(in.NodeId), name, value, in.Flags); err != nil {
 		return fs.fail(opSetxattr, err)
 	}
@@ -68,7 +78,8 @@ func (fs *FS) RemoveXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name strin
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
-	ctx, c := fs.asMutation(&h.Caller)
+	fs.noCaps.drop(client.Ino(h.NodeId))
+	ctx, c := fs.asWhole(&h.Caller)
 	if err := c.RemoveXattrIno(ctx, client.Ino(h.NodeId), name); err != nil {
 		return fs.fail(opRemovexattr, err)
 	}

@@ -1,8 +1,8 @@
 package mount
 
-// Data-driven scenario tests: each file in testdata/scenarios is a script of
-// commands, each followed by "----" and the output it must produce, ended by
-// a blank line:
+// Data-driven scenario tests (github.com/cockroachdb/datadriven): each file
+// in testdata/table is one topic, a script of commands, each followed by
+// "----" and the output it must produce, ended by a blank line:
 //
 //	mount /a/b vpart=3 target=/x ro
 //	----
@@ -12,11 +12,12 @@ package mount
 //	----
 //	/a/b vpart=3 ro inner=/x/c
 //
-// Lines starting with # are comments. go test -run TestScenarios -update
+// Lines starting with # are comments. go test -run TestScenarios -rewrite
 // rewrites the expected output from what the package prints; review every
-// change. Arguments may be double-quoted Go strings, and <U*N> in an
-// argument stands for N copies of the text U (one byte or more, without
-// '*' or '>'); output is shortened the same way (see compressRuns).
+// change. An argument may be a double-quoted Go string (write a space or "="
+// in it as \x20 or \x3d, since the directive is split at spaces), and <U*N>
+// in an argument stands for N copies of the text U (one byte or more,
+// without '*' or '>'); output is shortened the same way (see compressRuns).
 //
 // Each file starts from an empty table at version 0. Commands:
 //
@@ -30,225 +31,270 @@ package mount
 //	children DIR                           Children
 //	same A B                               SameEntry
 //	normalize PATH                         Normalize
+//	reset                                  start again from an empty table
 //
 // lookup, route, children and same compile the table first if it changed,
 // and print the error if that fails. Every lookup and children is also
 // checked, silently, against LookupAppend, Owner and the linear-scan model.
 
 import (
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/cockroachdb/datadriven"
 )
 
-var flagUpdate = flag.Bool("update", false, "TestScenarios: rewrite the expected output in testdata/scenarios")
-
 func TestScenarios(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "scenarios", "*.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatal("no scenarios in testdata/scenarios")
-	}
-	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
-			runScenario(t, file)
+	datadriven.Walk(t, filepath.Join("testdata", "table"), func(t *testing.T, path string) {
+		s := &scenario{}
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			return s.run(t, d)
 		})
-	}
+	})
 }
 
-// scenarioBlock is one command with its expected output, or (cmd == "") a
-// comment or blank line kept verbatim.
-type scenarioBlock struct {
-	line     int
-	cmd      string
-	expected []string
-	verbatim string
-}
-
-func parseScenario(t *testing.T, file string) []scenarioBlock {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	var blocks []scenarioBlock
-	for i := 0; i < len(lines); i++ {
-		l := lines[i]
-		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#") {
-			blocks = append(blocks, scenarioBlock{verbatim: l})
-			continue
-		}
-		b := scenarioBlock{line: i + 1, cmd: l}
-		if i+1 >= len(lines) || lines[i+1] != "----" {
-			t.Fatalf("%s:%d: command without a ---- line after it", file, i+1)
-		}
-		i += 2
-		for ; i < len(lines) && lines[i] != ""; i++ {
-			b.expected = append(b.expected, lines[i])
-		}
-		i-- // the blank line (if any) is kept as its own block
-		blocks = append(blocks, b)
-	}
-	return blocks
-}
-
-func runScenario(t *testing.T, file string) {
-	blocks := parseScenario(t, file)
-	s := &scenario{t: t}
-	var out strings.Builder
-	for _, b := range blocks {
-		if b.cmd == "" {
-			out.WriteString(b.verbatim + "\n")
-			continue
-		}
-		s.where = fmt.Sprintf("%s:%d", file, b.line)
-		got := s.exec(b.cmd)
-		for i := range got {
-			got[i] = compressRuns(got[i])
-		}
-		fmt.Fprintf(&out, "%s\n----\n%s\n", b.cmd, strings.Join(got, "\n"))
-		if !*flagUpdate && !slices.Equal(got, b.expected) {
-			t.Errorf("%s: %s\n  got:\n    %s\n  want:\n    %s", s.where, b.cmd,
-				strings.Join(got, "\n    "), strings.Join(b.expected, "\n    "))
-		}
-	}
-	if *flagUpdate {
-		if err := os.WriteFile(file, []byte(out.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
+// scenario is the state of one test file. The test's goroutine owns it.
 type scenario struct {
-	t     *testing.T
-	where string
 	table Table
 	snap  *Snapshot
 	err   error // of the last compile
 	dirty bool
+
+	// Set for each directive.
+	t     *testing.T
+	where string
 }
 
-func (s *scenario) exec(line string) []string {
-	args, err := splitArgs(line)
-	if err != nil || len(args) == 0 {
-		return []string{fmt.Sprintf("bad command line: %v", err)}
+// scenarioCommand is one directive's handler; nargs is the number of
+// positional arguments it takes (-1: one or more, checked by the handler).
+type scenarioCommand struct {
+	nargs int
+	run   func(s *scenario, a *cmdArgs) []string
+}
+
+var scenarioCommands = map[string]scenarioCommand{
+	"mount":     {-1, cmdMount},
+	"entry":     {-1, cmdMount},
+	"umount":    {1, cmdUmount},
+	"table":     {0, cmdTable},
+	"compile":   {0, cmdCompile},
+	"lookup":    {1, cmdLookup},
+	"route":     {1, cmdLookup},
+	"children":  {1, cmdChildren},
+	"same":      {2, cmdSame},
+	"normalize": {1, cmdNormalize},
+}
+
+func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
+	if d.Input != "" {
+		d.Fatalf(t, "%s: unexpected input lines", d.Cmd)
 	}
-	cmd, args := args[0], args[1:]
-	need := func(n int) bool { return len(args) == n }
-	switch cmd {
-	case "mount", "entry":
-		if len(args) < 1 {
-			break
-		}
-		e, err := parseEntry(args)
-		if err != nil {
-			return []string{"bad arguments: " + err.Error()}
-		}
-		s.dirty = true
-		if cmd == "entry" {
-			s.table.Entries = append(s.table.Entries, e)
-			return []string{"ok"}
-		}
-		nt, err := s.table.Set(e)
-		if err != nil {
-			return []string{"error: " + err.Error()}
-		}
-		s.table = nt
-		return []string{fmt.Sprintf("ok v=%d", nt.Version)}
-	case "umount":
-		if !need(1) {
-			break
-		}
-		nt, err := s.table.Remove(args[0])
-		if err != nil {
-			return []string{"error: " + err.Error()}
-		}
-		s.table, s.dirty = nt, true
-		return []string{fmt.Sprintf("ok v=%d", nt.Version)}
-	case "table":
-		if !need(0) {
-			break
-		}
-		out := []string{fmt.Sprintf("v=%d", s.table.Version)}
-		for _, e := range s.table.Entries {
-			out = append(out, formatEntry(&e))
-		}
-		return out
-	case "compile":
-		if !need(0) {
-			break
-		}
-		if err := s.compile(); err != nil {
-			return []string{"error: " + err.Error()}
-		}
-		return []string{fmt.Sprintf("ok v=%d entries=%d", s.snap.Version(), s.snap.Len())}
-	case "lookup", "route":
-		if !need(1) {
-			break
-		}
-		if err := s.compile(); err != nil {
-			return []string{"error: " + err.Error()}
-		}
-		p := args[0]
-		prefix := ""
-		if cmd == "route" {
-			n, err := Normalize(p)
+	if d.Cmd == "reset" {
+		*s = scenario{}
+		return "ok"
+	}
+	cmd, ok := scenarioCommands[d.Cmd]
+	if !ok {
+		d.Fatalf(t, "unknown command %s", d.Cmd)
+	}
+	a, err := parseCmdArgs(d)
+	if err != nil {
+		d.Fatalf(t, "%s: %v", d.Cmd, err)
+	}
+	if cmd.nargs >= 0 && len(a.pos) != cmd.nargs || cmd.nargs < 0 && len(a.pos) == 0 {
+		d.Fatalf(t, "wrong number of arguments for %s", d.Cmd)
+	}
+	s.t, s.where = t, d.Pos
+	got := cmd.run(s, a)
+	if unused := a.unused(); len(unused) > 0 {
+		d.Fatalf(t, "%s: unknown options %v", d.Cmd, unused)
+	}
+	for i := range got {
+		got[i] = compressRuns(got[i])
+	}
+	return strings.Join(got, "\n")
+}
+
+// cmdArgs is one directive's arguments: positional ones (datadriven
+// arguments without a value) and options (KEY=VALUE).
+type cmdArgs struct {
+	cmd  string
+	pos  []string
+	opts map[string]string
+	used map[string]bool
+}
+
+func parseCmdArgs(d *datadriven.TestData) (*cmdArgs, error) {
+	a := &cmdArgs{cmd: d.Cmd, opts: map[string]string{}, used: map[string]bool{}}
+	for _, arg := range d.CmdArgs {
+		if len(arg.Vals) == 0 {
+			v, err := unquoteArg(arg.Key)
 			if err != nil {
-				return []string{"error: " + err.Error()}
+				return nil, err
 			}
-			p, prefix = n, "path="+n+" "
+			a.pos = append(a.pos, v)
+			continue
 		}
-		return []string{prefix + s.lookup(p)}
-	case "children":
-		if !need(1) {
-			break
+		if len(arg.Vals) > 1 {
+			return nil, fmt.Errorf("option %s has more than one value", arg.Key)
 		}
-		if err := s.compile(); err != nil {
-			return []string{"error: " + err.Error()}
+		v, err := unquoteArg(arg.Vals[0])
+		if err != nil {
+			return nil, err
 		}
-		got := s.snap.Children(args[0])
-		if want := bruteChildren(&s.table, args[0]); !slices.Equal(got, want) {
-			s.t.Errorf("%s: Children(%q) = %q, the model says %q", s.where, args[0], got, want)
+		a.opts[arg.Key] = v
+	}
+	return a, nil
+}
+
+// opt returns the option key and whether it was given.
+func (a *cmdArgs) opt(key string) (string, bool) {
+	v, ok := a.opts[key]
+	a.used[key] = true
+	return v, ok
+}
+
+func (a *cmdArgs) unused() []string {
+	var keys []string
+	for k := range a.opts {
+		if !a.used[k] {
+			keys = append(keys, k)
 		}
-		if len(got) == 0 {
-			return []string{"(none)"}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// unquoteArg decodes a double-quoted Go string and expands <U*N>.
+func unquoteArg(s string) (string, error) {
+	if strings.HasPrefix(s, `"`) {
+		u, err := strconv.Unquote(s)
+		if err != nil {
+			return "", fmt.Errorf("bad quoted argument %s: %w", s, err)
 		}
-		return []string{strings.Join(got, " ")}
-	case "same":
-		if !need(2) {
-			break
+		s = u
+	}
+	return expandRepeats(s), nil
+}
+
+func cmdMount(s *scenario, a *cmdArgs) []string {
+	e, err := parseEntry(a)
+	if err != nil {
+		return []string{"bad arguments: " + err.Error()}
+	}
+	s.dirty = true
+	if a.cmd == "entry" {
+		s.table.Entries = append(s.table.Entries, e)
+		return []string{"ok"}
+	}
+	nt, err := s.table.Set(e)
+	if err != nil {
+		return []string{"error: " + err.Error()}
+	}
+	s.table = nt
+	return []string{fmt.Sprintf("ok v=%d", nt.Version)}
+}
+
+// parseEntry reads PREFIX [ro] vpart=N [target=T].
+func parseEntry(a *cmdArgs) (Entry, error) {
+	e := Entry{Prefix: a.pos[0], Target: "/"}
+	for _, p := range a.pos[1:] {
+		if p != "ro" {
+			return Entry{}, fmt.Errorf("unknown argument %q", p)
 		}
-		if err := s.compile(); err != nil {
-			return []string{"error: " + err.Error()}
+		e.ReadOnly = true
+	}
+	if v, ok := a.opt("vpart"); ok {
+		n, err := strconv.ParseUint(v, 10, 16)
+		if err != nil {
+			return Entry{}, err
 		}
-		pa, pb, same := s.snap.SameEntry(args[0], args[1])
-		if same {
-			return []string{"same " + pa}
-		}
-		return []string{fmt.Sprintf("different %s %s (EXDEV)", pa, pb)}
-	case "normalize":
-		if !need(1) {
-			break
-		}
-		n, err := Normalize(args[0])
+		e.VPart = uint16(n)
+	}
+	if v, ok := a.opt("target"); ok {
+		e.Target = v
+	}
+	return e, nil
+}
+
+func cmdUmount(s *scenario, a *cmdArgs) []string {
+	nt, err := s.table.Remove(a.pos[0])
+	if err != nil {
+		return []string{"error: " + err.Error()}
+	}
+	s.table, s.dirty = nt, true
+	return []string{fmt.Sprintf("ok v=%d", nt.Version)}
+}
+
+func cmdTable(s *scenario, _ *cmdArgs) []string {
+	out := []string{fmt.Sprintf("v=%d", s.table.Version)}
+	for _, e := range s.table.Entries {
+		out = append(out, formatEntry(&e))
+	}
+	return out
+}
+
+func cmdCompile(s *scenario, _ *cmdArgs) []string {
+	if err := s.compile(); err != nil {
+		return []string{"error: " + err.Error()}
+	}
+	return []string{fmt.Sprintf("ok v=%d entries=%d", s.snap.Version(), s.snap.Len())}
+}
+
+func cmdLookup(s *scenario, a *cmdArgs) []string {
+	if err := s.compile(); err != nil {
+		return []string{"error: " + err.Error()}
+	}
+	p := a.pos[0]
+	prefix := ""
+	if a.cmd == "route" {
+		n, err := Normalize(p)
 		if err != nil {
 			return []string{"error: " + err.Error()}
 		}
-		if q := strconv.Quote(n); q != `"`+n+`"` || strings.ContainsRune(n, ' ') {
-			return []string{q} // printed the way it is written in a command
-		}
-		return []string{n}
-	default:
-		return []string{"unknown command " + cmd}
+		p, prefix = n, "path="+n+" "
 	}
-	return []string{"wrong number of arguments for " + cmd}
+	return []string{prefix + s.lookup(p)}
+}
+
+func cmdChildren(s *scenario, a *cmdArgs) []string {
+	if err := s.compile(); err != nil {
+		return []string{"error: " + err.Error()}
+	}
+	got := s.snap.Children(a.pos[0])
+	if want := bruteChildren(&s.table, a.pos[0]); !slices.Equal(got, want) {
+		s.t.Errorf("%s: Children(%q) = %q, the model says %q", s.where, a.pos[0], got, want)
+	}
+	if len(got) == 0 {
+		return []string{"(none)"}
+	}
+	return []string{strings.Join(got, " ")}
+}
+
+func cmdSame(s *scenario, a *cmdArgs) []string {
+	if err := s.compile(); err != nil {
+		return []string{"error: " + err.Error()}
+	}
+	pa, pb, same := s.snap.SameEntry(a.pos[0], a.pos[1])
+	if same {
+		return []string{"same " + pa}
+	}
+	return []string{fmt.Sprintf("different %s %s (EXDEV)", pa, pb)}
+}
+
+func cmdNormalize(_ *scenario, a *cmdArgs) []string {
+	n, err := Normalize(a.pos[0])
+	if err != nil {
+		return []string{"error: " + err.Error()}
+	}
+	if q := strconv.Quote(n); q != `"`+n+`"` || strings.ContainsRune(n, ' ') {
+		return []string{q} // printed the way it is written in a command
+	}
+	return []string{n}
 }
 
 func (s *scenario) compile() error {
@@ -282,28 +328,6 @@ func (s *scenario) lookup(p string) string {
 		ro = " ro"
 	}
 	return fmt.Sprintf("%s vpart=%d%s inner=%s", e.Prefix, e.VPart, ro, inner)
-}
-
-func parseEntry(args []string) (Entry, error) {
-	e := Entry{Prefix: args[0], Target: "/"}
-	for _, a := range args[1:] {
-		k, v, _ := strings.Cut(a, "=")
-		switch k {
-		case "vpart":
-			n, err := strconv.ParseUint(v, 10, 16)
-			if err != nil {
-				return Entry{}, err
-			}
-			e.VPart = uint16(n)
-		case "target":
-			e.Target = v
-		case "ro":
-			e.ReadOnly = true
-		default:
-			return Entry{}, fmt.Errorf("unknown argument %q", a)
-		}
-	}
-	return e, nil
 }
 
 func formatEntry(e *Entry) string {
@@ -362,29 +386,4 @@ func compressRuns(s string) string {
 		i += best * bestN
 	}
 	return b.String()
-}
-
-// splitArgs splits a command line at spaces, honouring double-quoted Go
-// strings, and expands <U*N>.
-func splitArgs(line string) ([]string, error) {
-	var args []string
-	for line = strings.TrimSpace(line); line != ""; line = strings.TrimSpace(line) {
-		if line[0] == '"' {
-			q, err := strconv.QuotedPrefix(line)
-			if err != nil {
-				return nil, err
-			}
-			u, _ := strconv.Unquote(q)
-			args = append(args, expandRepeats(u))
-			line = line[len(q):]
-			continue
-		}
-		i := strings.IndexByte(line, ' ')
-		if i < 0 {
-			i = len(line)
-		}
-		args = append(args, expandRepeats(line[:i]))
-		line = line[i:]
-	}
-	return args, nil
 }

@@ -13,6 +13,7 @@ type Config struct {
 	Listen   string               // address to serve on, e.g. "127.0.0.1:0"
 	Root     []string             // metadata server address(es) of vpart 0, which keeps the tables
 	Secret   string               // shared secret, for clients and downstream
+	Token    string               // the router's own credential token downstream (a router credential); "" = none
 	TLS      *tls.Config          // optional, for the listener
 	Registry *prometheus.Registry // optional: where the router's metrics go
 	Logger   *slog.Logger         // default slog.Default()
@@ -30,6 +31,12 @@ type Config struct {
 	// TablesWait is how long one long poll for new tables waits at the
 	// root partition before asking again; default 10s.
 	TablesWait time.Duration
+
+	// XRenameEvery is how often the router looks for renames across
+	// partitions left half done (xrename.go); default 2s, negative: never.
+	// XRenameGrace is how long an intent may stay prepared before that
+	// pass aborts it; default 10s.
+	XRenameEvery, XRenameGrace time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -47,5 +54,11 @@ func (c *Config) setDefaults() {
 	}
 	if c.TablesWait <= 0 {
 		c.TablesWait = 10 * time.Second
+	}
+	if c.XRenameEvery == 0 {
+		c.XRenameEvery = 2 * time.Second
+	}
+	if c.XRenameGrace <= 0 {
+		c.XRenameGrace = 10 * time.Second
 	}
 }

@@ -6,19 +6,20 @@ import (
 	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/canopyfs/canopy/internal/protocol"
 )
 
-// Field numbers every request message of api/meta.proto keeps for the same
-// purpose (see its header comment), so that the router can route a request
-// without knowing its type.
+// The routing fields, from the protocol's one statement of them.
 const (
-	fieldIno       protowire.Number = 1 // ino, or parent
-	fieldPath      protowire.Number = 2
-	fieldNewParent protowire.Number = 4
-	fieldNewPath   protowire.Number = 5
-	fieldSeven     protowire.Number = 7 // OpenRequest.flags, ReaddirRequest.cursor
-	fieldEight     protowire.Number = 8 // ReaddirRequest.limit
-	fieldNine      protowire.Number = 9 // ReaddirRequest.attrs
+	fieldIno       = protocol.FieldIno
+	fieldPath      = protocol.FieldPath
+	fieldName      = protocol.FieldName
+	fieldNewParent = protocol.FieldNewParent
+	fieldNewPath   = protocol.FieldNewPath
+	fieldSeven     = protocol.FieldSeven
+	fieldEight     = protocol.FieldEight
+	fieldNine      = protocol.FieldNine
 )
 
 // errMalformed marks a request whose bytes are not a protobuf message of
@@ -38,6 +39,7 @@ type fields struct {
 	newParent uint64
 	newPath   string
 	seven     uint64 // field 7 as a varint
+	name      string // field 3
 	sevenStr  string // field 7 as bytes
 	eight     uint64
 	nine      uint64
@@ -76,7 +78,7 @@ func readFields(req []byte) (fields, error) {
 			default:
 				f.nine = v
 			}
-		case typ == protowire.BytesType && (num == fieldPath || num == fieldNewPath || num == fieldSeven):
+		case typ == protowire.BytesType && (num == fieldPath || num == fieldNewPath || num == fieldSeven || num == fieldName):
 			v, n := protowire.ConsumeBytes(req[i:])
 			if n < 0 {
 				return f, fmt.Errorf("%w: field %d: %v", errMalformed, num, protowire.ParseError(n))
@@ -88,6 +90,8 @@ func readFields(req []byte) (fields, error) {
 				f.path, f.pathAt = s, span{start, i}
 			case fieldNewPath:
 				f.newPath, f.newPathAt = s, span{start, i}
+			case fieldName:
+				f.name = s
 			default:
 				f.sevenStr = s
 			}

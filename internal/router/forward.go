@@ -1,8 +1,10 @@
 package router
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -10,20 +12,9 @@ import (
 
 	pb "github.com/canopyfs/canopy/api/metapb"
 	"github.com/canopyfs/canopy/internal/mount"
+	"github.com/canopyfs/canopy/internal/protocol"
 	"github.com/canopyfs/canopy/internal/rpc"
 )
-
-// isWrite reports whether calls of method m change the namespace: they go
-// in the write class and are refused under a read-only mount.
-func isWrite(m pb.Method) bool {
-	switch m {
-	case pb.Method_SETATTR, pb.Method_MKDIR, pb.Method_MKNOD, pb.Method_UNLINK, pb.Method_RMDIR,
-		pb.Method_RENAME, pb.Method_LINK, pb.Method_SYMLINK, pb.Method_SETXATTR, pb.Method_REMOVEXATTR,
-		pb.Method_ALLOC_SLICES, pb.Method_COMMIT, pb.Method_COMPACT, pb.Method_PURGE, pb.Method_TABLES_UPDATE:
-		return true
-	}
-	return false
-}
 
 // changes reports whether a call with fields f changes what it names: a
 // write, or an OPEN for writing or truncating.
@@ -31,7 +22,7 @@ func changes(m pb.Method, f *fields) bool {
 	if m == pb.Method_OPEN {
 		return f.seven&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC) != 0
 	}
-	return isWrite(m)
+	return protocol.IsMutation(m)
 }
 
 // serve is the router's rpc.Handler. It runs on the reader goroutine of
@@ -43,8 +34,9 @@ func (r *Router) serve(c *rpc.Call) {
 		start = monotime()
 	}
 	m := pb.Method(c.Method)
+	info := protocol.Lookup(m)
 	cls := rpc.ClassRead
-	if isWrite(m) {
+	if info.Class == protocol.ClassMutation {
 		cls = rpc.ClassWrite
 	}
 	if r.inflight[cls].Add(1) > r.limit[cls] {
@@ -56,21 +48,36 @@ func (r *Router) serve(c *rpc.Call) {
 		return
 	}
 	rc := reqCall{c: c, cls: cls, start: start}
+	if protocol.RouterOnly(m) { // the router's own calls to partitions
+		r.reply(&rc, uint32(syscall.EPERM), nil)
+		return
+	}
 	v := r.view.Load()
-	switch {
-	case m == pb.Method_NULL:
-		r.reply(&rc, 0, c.Payload) // NullReply has NullRequest's field 1
-	case m == pb.Method_TABLES_GET || m == pb.Method_TABLES_UPDATE:
+	switch info.Route {
+	case protocol.RouteLocal:
+		if m != pb.Method_NULL { // GROUP_*: a router is no replica
+			r.reply(&rc, uint32(syscall.ENOSYS), nil)
+			return
+		}
+		if m == pb.Method_SESSION_END { // the router's own call to partitions
+			r.reply(&rc, uint32(syscall.EPERM), nil)
+			return
+		}
+		r.reply(&rc, 0, c.Payload) // NULL: NullReply has NullRequest's field 1
+	case protocol.RouteRoot:
 		if r.rootPart == nil {
 			r.reply(&rc, uint32(syscall.ENOSYS), nil)
 			return
 		}
 		r.forward(&rc, r.rootPart, c.Payload, 0)
-	case m == pb.Method_RENAME || m == pb.Method_LINK:
+	case protocol.RouteTwo:
 		r.serveTwo(&rc, v, m)
-	case m == pb.Method_READDIR || m == pb.Method_SUMMARY || m == pb.Method_STATFS:
+	case protocol.RouteListing:
 		r.serveListing(&rc, v, m)
-	case m >= pb.Method_LOOKUP && m <= 39:
+	case protocol.RouteOne:
+		if m == pb.Method_LOOKUP && r.serveMountPointLookup(&rc, v) {
+			return
+		}
 		r.serveOne(&rc, v, m)
 	default:
 		r.reply(&rc, rpc.StatusUnknownMethod, nil)
@@ -156,8 +163,14 @@ func (r *Router) serveOne(rc *reqCall, v *view, m pb.Method) {
 	payload := rc.c.Payload
 	var vp uint16
 	var buf *[]byte
+	sc := r.scopeOf(rc.c)
 	if f.path != "" {
-		rt, err := r.lookup(v, f.path)
+		var rt route
+		if sc != nil {
+			rt, err = r.scopedRoute(v, sc.Path, f.path)
+		} else {
+			rt, err = r.lookup(v, f.path)
+		}
 		if err != nil {
 			r.replyErr(rc, err, "")
 			return
@@ -176,7 +189,19 @@ func (r *Router) serveOne(rc *reqCall, v *view, m pb.Method) {
 			payload = rewrite((*buf)[:0], payload, &f, rt.inner, f.newPath)
 		}
 	} else {
-		vp = uint16(f.ino >> 48)
+		if sc != nil && f.ino == protocol.RootIno(0) {
+			// The root stands for the top of the scope, which may lie in
+			// another partition: the call goes to that one's root.
+			if payload, err = scopedRoot(v, m, sc.Path, payload); err != nil {
+				r.replyErr(rc, err, "")
+				return
+			}
+			if f, err = readFields(payload); err != nil {
+				r.reply(rc, rpc.StatusMalformed, nil)
+				return
+			}
+		}
+		vp = protocol.PartitionOf(f.ino)
 		if v.readOnly[vp] && changes(m, &f) {
 			r.replyErr(rc, syscall.EROFS, fmt.Sprintf("partition %d is mounted read-only", vp))
 			return
@@ -218,12 +243,19 @@ func (r *Router) serveTwo(rc *reqCall, v *view, m pb.Method) {
 		ro   bool
 		name string // for messages
 	}
+	sc := r.scopeOf(rc.c)
 	resolve := func(path string, ino uint64) (side, error) {
 		if path == "" {
-			vp := uint16(ino >> 48)
+			vp := protocol.PartitionOf(ino)
 			return side{vp: vp, ro: v.readOnly[vp], name: fmt.Sprintf("inode %d", ino)}, nil
 		}
-		rt, err := r.lookup(v, path)
+		var rt route
+		var err error
+		if sc != nil {
+			rt, err = r.scopedRoute(v, sc.Path, path)
+		} else {
+			rt, err = r.lookup(v, path)
+		}
 		if err != nil {
 			return side{}, err
 		}
@@ -240,11 +272,14 @@ func (r *Router) serveTwo(rc *reqCall, v *view, m pb.Method) {
 		return
 	}
 	switch {
-	case a.entry != nil && b.entry != nil && a.entry.Prefix != b.entry.Prefix:
+	case m == pb.Method_LINK && a.entry != nil && b.entry != nil && a.entry.Prefix != b.entry.Prefix:
 		r.replyErr(rc, syscall.EXDEV, fmt.Sprintf("%s %s to %s crosses mount points %s and %s", op, a.norm, b.norm, a.entry.Prefix, b.entry.Prefix))
 		return
-	case a.vp != b.vp:
+	case m == pb.Method_LINK && a.vp != b.vp:
 		r.replyErr(rc, syscall.EXDEV, fmt.Sprintf("%s %s to %s crosses partitions %d and %d", op, a.name, b.name, a.vp, b.vp))
+		return
+	case a.entry != nil && b.entry != nil && a.vp != b.vp && strings.HasPrefix(b.norm, strings.TrimSuffix(a.norm, "/")+"/"):
+		r.replyErr(rc, syscall.EINVAL, fmt.Sprintf("%s %s to %s: into itself", op, a.name, b.name))
 		return
 	case a.ro || b.ro:
 		r.replyErr(rc, syscall.EROFS, fmt.Sprintf("%s %s to %s: mounted read-only", op, a.name, b.name))
@@ -260,6 +295,20 @@ func (r *Router) serveTwo(rc *reqCall, v *view, m pb.Method) {
 	}
 	if b.entry != nil {
 		newB = b.inner
+	}
+	if a.vp != b.vp { // a rename across partitions (xrename.go)
+		var req pb.RenameRequest
+		if err := proto.Unmarshal(rc.c.Payload, &req); err != nil {
+			r.reply(rc, rpc.StatusMalformed, nil)
+			return
+		}
+		sa := xside{vp: a.vp, parent: req.Parent, path: newA, name: req.Name}
+		sb := xside{vp: b.vp, parent: req.NewParent, path: newB, name: req.NewName}
+		cred, id := rc.c.Cred, xid(rc.c.Client, rc.c.ID)
+		r.goSpan(rc, func(ctx context.Context) (uint32, []byte, string) {
+			return r.xrename(ctx, v, cred, id, sa, sb, req.Flags)
+		})
+		return
 	}
 	var buf *[]byte
 	if newA != f.path || newB != f.newPath {
@@ -280,15 +329,31 @@ func (r *Router) forwardTo(rc *reqCall, v *view, vp uint16, payload []byte, pars
 	}
 	pt := v.parts[vp]
 	if pt == nil {
-		if v.mounted[vp] || vp == 0 {
-			// Mounted but not (yet) routed: a table change in progress.
-			r.reply(rc, rpc.StatusBusy, nil)
-		} else {
-			r.replyErr(rc, syscall.ESTALE, fmt.Sprintf("no partition %d", vp))
-		}
+		r.replyErr(rc, noRoute(v, vp), noRouteDetail(v, vp))
 		return
 	}
 	r.forward(rc, pt, payload, parseNs)
+}
+
+// noRoute is the errno of a call for virtual partition vp, which v does not
+// route: ENXIO if a mount entry names it (the tables lack its route, which
+// no retry will supply), ESTALE if nothing does (the inode came from a
+// partition that is no longer mounted). Never BUSY: that tells clients to
+// retry soon.
+func noRoute(v *view, vp uint16) syscall.Errno {
+	if v.mounted[vp] {
+		return syscall.ENXIO
+	}
+	return syscall.ESTALE
+}
+
+// noRouteDetail says which partition lacks a route and what would give it
+// one.
+func noRouteDetail(v *view, vp uint16) string {
+	if v.mounted[vp] {
+		return fmt.Sprintf("virtual partition %d is mounted but has no route in tables version %d; set one with `canopy routing set %d ADDR`", vp, v.version, vp)
+	}
+	return fmt.Sprintf("no partition %d", vp)
 }
 
 // pending is a forwarded call waiting for its partition's reply.
@@ -296,7 +361,9 @@ type pending struct {
 	r    *Router
 	rc   reqCall
 	pt   *partition
+	at   uint32 // the index of pt's server the call went to
 	sent int64
+	sess *clientSession  // the client's session, whose calls in flight this one counts in (session.go)
 	done rpc.ForwardFunc // p.finish, bound once
 }
 
@@ -314,11 +381,19 @@ func init() {
 // by whichever goroutine receives it.
 func (r *Router) forward(rc *reqCall, pt *partition, payload []byte, _ int64) {
 	t0 := r.now()
-	cl := pt.client()
+	cl, at := pt.clientAt()
 	if cl == nil {
-		// Being dialed: the client retries.
+		// Being dialed, or not answering: the client retries. In a group,
+		// the next call tries the next replica, and the client keeps
+		// retrying (UNAVAILABLE) for as long as its deadline allows, as
+		// through a failover.
 		if pt.errors != nil {
 			pt.errors.Inc()
+		}
+		if len(pt.servers) > 1 {
+			pt.follow(at, "")
+			r.reply(rc, rpc.StatusUnavailable, nil)
+			return
 		}
 		r.reply(rc, rpc.StatusBusy, nil)
 		return
@@ -326,12 +401,14 @@ func (r *Router) forward(rc *reqCall, pt *partition, payload []byte, _ int64) {
 	if pt.calls != nil {
 		pt.calls.Inc()
 	}
+	pt.sending(at)
 	p := pendingPool.Get().(*pending)
-	p.r, p.rc, p.pt, p.sent = r, *rc, pt, t0
+	p.r, p.rc, p.pt, p.at, p.sent = r, *rc, pt, at, t0
 	c := rc.c
 	// The call leaves with the others the client connection's reader has
 	// read, in one write, when it has served them all.
-	cl.Forward(c.Batch(), c.Client, c.ID, c.Method, &c.Cred, payload, p.done)
+	p.sess = r.note(c, pt.vpart)
+	cl.ForwardToken(c.Batch(), c.Client, c.ID, tokenOf(c), c.Method, &c.Cred, payload, p.done)
 	// p may be finished and reused by now.
 	if m := r.metrics; m != nil {
 		m.poolWait.Observe(seconds(monotime() - t0))
@@ -343,6 +420,7 @@ func (r *Router) forward(rc *reqCall, pt *partition, payload []byte, _ int64) {
 // one write to each client.
 func (p *pending) finish(status uint32, reply []byte, err error, b *rpc.Batch) {
 	r, pt := p.r, p.pt
+	pt.finished(p.at)
 	if m := r.metrics; m != nil {
 		m.partitionWait.Observe(seconds(monotime() - p.sent))
 	}
@@ -354,12 +432,22 @@ func (p *pending) finish(status uint32, reply []byte, err error, b *rpc.Batch) {
 	if err != nil {
 		// The partition may or may not have executed the call: the client
 		// retries it with the same call id, which the partition's retry
-		// cache recognizes.
+		// cache recognizes. In a group, it goes to the next replica
+		// (liveness.go).
+		status, reply = rpc.StatusBusy, nil
 		if !errors.Is(err, rpc.ErrClosed) {
-			pt.failed()
+			status = pt.lost(p.at)
 			r.log.Debug("forwarding failed", "vpart", pt.vpart, "err", err)
 		}
-		status, reply = rpc.StatusBusy, nil
+	} else if status == rpc.StatusNotLeader {
+		// A replica that is not the leader: move the partition to the
+		// leader it names, and have the client retry (with the same call
+		// id) until the group answers.
+		pt.follow(p.at, string(reply))
+		status, reply = rpc.StatusUnavailable, nil
+	}
+	if p.sess != nil {
+		p.sess.inflight.Add(-1)
 	}
 	rc := p.rc
 	*p = pending{done: p.done}

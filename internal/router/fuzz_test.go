@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/canopyfs/canopy/api/metapb"
+	"github.com/canopyfs/canopy/internal/protocol"
 )
 
 // FuzzFields feeds any bytes to the routing-field reader and, when they
@@ -16,8 +17,8 @@ import (
 // as a RenameRequest still does, with only its paths changed.
 func FuzzFields(f *testing.F) {
 	seed := func(m proto.Message) []byte { b, _ := proto.Marshal(m); return b }
-	f.Add(seed(&pb.RenameRequest{Parent: 1, Path: "/a/b", Name: "n", NewParent: 2 << 48, NewPath: "/c", NewName: "m", Flags: 1}), "/x", "/y/z")
-	f.Add(seed(&pb.NodeRequest{Ino: 1<<48 | 7, Nofollow: true}), "", "")
+	f.Add(seed(&pb.RenameRequest{Parent: 1, Path: "/a/b", Name: "n", NewParent: protocol.MakeIno(2, 0), NewPath: "/c", NewName: "m", Flags: 1}), "/x", "/y/z")
+	f.Add(seed(&pb.NodeRequest{Ino: protocol.MakeIno(1, 7), Nofollow: true}), "", "")
 	f.Add(seed(&pb.ReaddirRequest{Path: "/d", Cursor: "c", Limit: 3, Attrs: true}), "/inside/d", "")
 	f.Add(seed(&pb.OpenRequest{Path: "/f", Flags: 2}), "/g", "")
 	f.Add(seed(&pb.CreateRequest{Path: "/p", Mode: 0o644, Target: "t"}), "/q", "/r")

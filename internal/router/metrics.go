@@ -20,6 +20,7 @@ type metrics struct {
 	tableVersion  prometheus.Gauge
 	partCalls     *prometheus.CounterVec
 	partErrors    *prometheus.CounterVec
+	sessionEnds   prometheus.Counter
 }
 
 // fastBuckets span 100 ns to about 100 ms.
@@ -40,7 +41,9 @@ func newMetrics(reg *prometheus.Registry, inflight func(rpc.Class) float64) *met
 		parse:         hist("canopy_router_parse_seconds", "Time spent reading and rewriting the routing fields of a call."),
 		poolWait:      hist("canopy_router_pool_wait_seconds", "Time spent getting a partition connection and queueing a call on it."),
 		lookup:        hist("canopy_router_lookup_seconds", "Time spent looking a path up in the mount table."),
-		tableVersion:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "canopy_router_table_version", Help: "Version of the mount and routing tables in use."}),
+		sessionEnds: prometheus.NewCounter(prometheus.CounterOpts{Name: "canopy_router_session_ends_total",
+			Help: "Sessions of departed clients ended at a partition (SESSION_END), one per client and partition."}),
+		tableVersion: prometheus.NewGauge(prometheus.GaugeOpts{Name: "canopy_router_table_version", Help: "Version of the mount and routing tables in use."}),
 		partCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "canopy_router_partition_calls_total", Help: "Calls forwarded, by virtual partition."}, []string{"partition"}),
 		partErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -55,7 +58,7 @@ func newMetrics(reg *prometheus.Registry, inflight func(rpc.Class) float64) *met
 			ConstLabels: prometheus.Labels{"class": cls.String()},
 		}, func() float64 { return inflight(cls) }))
 	}
-	reg.MustRegister(m.tableVersion, m.partCalls, m.partErrors, busy)
+	reg.MustRegister(m.tableVersion, m.partCalls, m.partErrors, m.sessionEnds, busy)
 	return m
 }
 

@@ -13,6 +13,7 @@ import (
 
 	pb "github.com/canopyfs/canopy/api/metapb"
 	"github.com/canopyfs/canopy/internal/mount"
+	"github.com/canopyfs/canopy/internal/protocol"
 	"github.com/canopyfs/canopy/internal/rpc"
 )
 
@@ -26,7 +27,15 @@ const spanTimeout = 30 * time.Second
 // and puts the answers together.
 func (r *Router) serveListing(rc *reqCall, v *view, m pb.Method) {
 	if m == pb.Method_STATFS {
+		if r.statfsNamesNode(v, rc.c.Payload) {
+			r.serveOne(rc, v, m)
+			return
+		}
 		r.goSpan(rc, func(ctx context.Context) (uint32, []byte, string) { return r.statfs(ctx, v) })
+		return
+	}
+	if r.scopeOf(rc.c) != nil { // a scoped client's listings show no mount points (creds.go)
+		r.serveOne(rc, v, m)
 		return
 	}
 	t0 := monotime()
@@ -42,7 +51,7 @@ func (r *Router) serveListing(rc *reqCall, v *view, m pb.Method) {
 		if d, err := mount.Normalize(f.path); err == nil {
 			dir = d
 		}
-	} else if p, ok := v.rootPrefix[uint16(f.ino>>48)]; ok && f.ino&(1<<48-1) == 1 {
+	} else if p, ok := v.rootPrefix[protocol.PartitionOf(f.ino)]; ok && protocol.IsRoot(f.ino) {
 		dir = p
 	}
 	if dir == "" || !mountsBelow(v, dir) {
@@ -51,7 +60,7 @@ func (r *Router) serveListing(rc *reqCall, v *view, m pb.Method) {
 	}
 	// Route the call itself as serveOne would, then merge.
 	payload := rc.c.Payload
-	vp := uint16(f.ino >> 48)
+	vp := protocol.PartitionOf(f.ino)
 	if f.path != "" {
 		rt, err := r.lookup(v, f.path)
 		if err != nil {
@@ -80,6 +89,37 @@ func (r *Router) serveListing(rc *reqCall, v *view, m pb.Method) {
 	})
 }
 
+// serveMountPointLookup answers a LOOKUP by parent inode and name that
+// names a mount point: the parent is the root of a partition the router
+// knows the place of (as a FUSE mount looks up /p1 in the root), and that
+// place joined with the name is a mount entry's prefix. The partition of
+// the parent knows nothing of the entry, so the router resolves the
+// mounted directory in its own partition and answers with it. It reports
+// whether it took the call.
+func (r *Router) serveMountPointLookup(rc *reqCall, v *view) bool {
+	if v.mounts.Len() < 2 || r.scopeOf(rc.c) != nil {
+		return false // only the root is mounted, or a scoped client: no mount points
+	}
+	f, err := readFields(rc.c.Payload)
+	if err != nil || f.path != "" || !protocol.IsRoot(f.ino) || f.name == "" || strings.ContainsRune(f.name, '/') {
+		return false
+	}
+	dir, ok := v.rootPrefix[protocol.PartitionOf(f.ino)]
+	if !ok {
+		return false
+	}
+	p := path.Join(dir, f.name)
+	if e, _, _ := v.mounts.Lookup(p); e == nil || e.Prefix != p {
+		return false
+	}
+	cred := rc.c.Cred
+	r.goSpan(rc, func(ctx context.Context) (uint32, []byte, string) {
+		status, out, err := r.callPath(ctx, v, pb.Method_RESOLVE, cred, p)
+		return status, out, errString(err)
+	})
+	return true
+}
+
 func errString(err error) string {
 	if err == nil {
 		return ""
@@ -93,10 +133,12 @@ func errString(err error) string {
 func (r *Router) goSpan(rc *reqCall, fn func(ctx context.Context) (status uint32, reply []byte, detail string)) {
 	r.slow.Add(1)
 	done := *rc
+	o := r.originOf(rc.c)
 	go func() {
 		defer r.slow.Done()
 		ctx, cancel := context.WithTimeout(r.ctx, spanTimeout)
 		defer cancel()
+		ctx = withOrigin(ctx, o)
 		status, reply, detail := fn(ctx)
 		if status == 0 && detail != "" {
 			r.log.Debug("call across partitions failed", "method", done.c.Method, "err", detail)
@@ -111,7 +153,7 @@ func (r *Router) goSpan(rc *reqCall, fn func(ctx context.Context) (status uint32
 func (r *Router) call(ctx context.Context, v *view, vp uint16, m pb.Method, cred rpc.Cred, req []byte) (uint32, []byte, error) {
 	pt := v.parts[vp]
 	if pt == nil {
-		return 0, nil, fmt.Errorf("vpart %d has no route", vp)
+		return 0, nil, fmt.Errorf("%s: %w", noRouteDetail(v, vp), noRoute(v, vp))
 	}
 	cl := pt.client()
 	if cl == nil {
@@ -120,7 +162,23 @@ func (r *Router) call(ctx context.Context, v *view, vp uint16, m pb.Method, cred
 	if pt.calls != nil {
 		pt.calls.Inc()
 	}
-	status, out, err := cl.Call(ctx, uint16(m), cred, req)
+	var (
+		status uint32
+		out    []byte
+		err    error
+	)
+	if o := originIn(ctx); o != nil {
+		if o.sess != nil {
+			o.sess.add(vp)
+			o.sess.inflight.Add(1)
+		}
+		status, out, err = forwardWait(ctx, cl, o, m, cred, req)
+		if o.sess != nil {
+			o.sess.inflight.Add(-1)
+		}
+	} else {
+		status, out, err = cl.Call(ctx, uint16(m), cred, req)
+	}
 	if err != nil {
 		if pt.errors != nil {
 			pt.errors.Inc()
@@ -148,7 +206,7 @@ func (r *Router) statfs(ctx context.Context, v *view) (uint32, []byte, string) {
 		if !v.mounted[vp] {
 			continue
 		}
-		req, _ := proto.Marshal(&pb.NodeRequest{Ino: uint64(vp)<<48 | 1})
+		req, _ := proto.Marshal(&pb.NodeRequest{Ino: protocol.RootIno(uint16(vp))})
 		status, out, err := r.call(ctx, v, uint16(vp), pb.Method_STATFS, rpc.Cred{}, req)
 		if err != nil || status != 0 {
 			return status, nil, errString(err)
@@ -161,6 +219,8 @@ func (r *Router) statfs(ctx context.Context, v *view) (uint32, []byte, string) {
 		sum.UsedBytes += one.UsedBytes
 		sum.TotalInodes += one.TotalInodes
 		sum.UsedInodes += one.UsedInodes
+		sum.TrashFiles += one.TrashFiles
+		sum.TrashBytes += one.TrashBytes
 		if sum.BlockSize == 0 {
 			sum.BlockSize, sum.MaxName = one.BlockSize, one.MaxName
 		}

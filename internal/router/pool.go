@@ -16,21 +16,33 @@ import (
 // multiplexed rpc.Clients per address, dialed when an address first
 // appears in the routing table and shared by every partition and version
 // that names it. Its maps are guarded by mu; servers and partitions are
-// safe for concurrent use.
+// safe for concurrent use. Its watchdog goroutine (liveness.go) finds
+// servers that stopped answering without their connections breaking.
 type pool struct {
 	cfg     rpc.ClientConfig
 	conns   int
 	log     *slog.Logger
 	metrics *metrics // nil without a registry
+	live    liveness // set before the watchdog starts, then read-only
 
 	mu      sync.Mutex
 	closed  bool
 	servers map[string]*server
-	wg      sync.WaitGroup // dialing goroutines
+	wg      sync.WaitGroup // dialing and probing goroutines, the watchdog
+	stop    chan struct{}  // closed by close: the watchdog ends
 }
 
 func newPool(cfg rpc.ClientConfig, conns int, log *slog.Logger, m *metrics) *pool {
-	return &pool{cfg: cfg, conns: conns, log: log, metrics: m, servers: make(map[string]*server)}
+	return newPoolLiveness(cfg, conns, log, m, defaultLiveness)
+}
+
+// newPoolLiveness is newPool with the given liveness settings.
+func newPoolLiveness(cfg rpc.ClientConfig, conns int, log *slog.Logger, m *metrics, live liveness) *pool {
+	p := &pool{cfg: cfg, conns: conns, log: log, metrics: m, live: live,
+		servers: make(map[string]*server), stop: make(chan struct{})}
+	p.wg.Add(1)
+	go p.watchdog()
+	return p
 }
 
 // server is one metadata server's connections.
@@ -44,6 +56,8 @@ type server struct {
 	mu       sync.Mutex
 	dialing  chan struct{} // closed when the dial in progress ends; nil if none
 	lastFail time.Time
+
+	health // liveness.go
 }
 
 // minRedial spaces out attempts to dial a server that refused.
@@ -140,6 +154,9 @@ func (s *server) connect() ([]*rpc.Client, error) {
 // close closes the pool's connections and waits for dials in progress.
 func (p *pool) close() {
 	p.mu.Lock()
+	if !p.closed {
+		close(p.stop)
+	}
 	p.closed = true
 	servers := p.servers
 	p.mu.Unlock()
@@ -181,7 +198,34 @@ func (p *pool) partition(vp uint16, addrs []string) *partition {
 // client returns a connection to the group's server in use, or nil if it
 // has none yet (it is then being dialed).
 func (pt *partition) client() *rpc.Client {
-	return pt.servers[int(pt.cur.Load())%len(pt.servers)].client()
+	cl, _ := pt.clientAt()
+	return cl
+}
+
+// clientAt is client, also returning the index of the server in use (for
+// follow).
+func (pt *partition) clientAt() (*rpc.Client, uint32) {
+	at := pt.cur.Load()
+	return pt.servers[int(at)%len(pt.servers)].client(), at
+}
+
+// follow moves the partition to its group's leader after the server at
+// index at answered NOT_LEADER naming leader: to the server with that
+// address, or, if the group has none such (an election, or a member the
+// routing table does not list yet), to the next one. Only the first reply
+// from the server in use moves it, so that concurrent replies do not spin
+// the group round.
+func (pt *partition) follow(at uint32, leader string) {
+	next := at + 1
+	if leader != "" {
+		for i, s := range pt.servers {
+			if s.addr == leader {
+				next = uint32(i)
+				break
+			}
+		}
+	}
+	pt.cur.CompareAndSwap(at, next)
 }
 
 // failed moves the partition on to the next server of its group after a

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	pb "github.com/canopyfs/canopy/api/metapb"
+	"github.com/canopyfs/canopy/internal/auth"
 	"github.com/canopyfs/canopy/internal/rpc"
 )
 
@@ -38,6 +40,10 @@ type Router struct {
 	srv *rpc.Server
 	ln  net.Listener
 
+	sessions sessions                   // clients' sessions (session.go)
+	creds    atomic.Pointer[auth.Table] // the router's copy of the credentials (creds.go); nil until read
+	self     rpc.ClientID               // the client id of the router's own forwarded calls
+
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the watcher and the serving goroutine
@@ -59,7 +65,7 @@ func Start(ctx context.Context, cfg Config) (*Router, error) {
 	)
 	for _, addr := range cfg.Root {
 		c, err := rpc.Dial(addr, rpc.ClientConfig{
-			Secret: cfg.Secret, Logger: cfg.Logger,
+			Secret: cfg.Secret, Token: cfg.Token, Logger: cfg.Logger,
 			CallTimeout: cfg.TablesWait + 10*time.Second, OpTimeout: 2*cfg.TablesWait + 20*time.Second,
 		})
 		if err == nil {
@@ -84,9 +90,10 @@ func Start(ctx context.Context, cfg Config) (*Router, error) {
 func start(ctx context.Context, cfg Config, src tableSource) (*Router, error) {
 	cfg.setDefaults()
 	r := &Router{cfg: cfg, log: cfg.Logger, src: src}
+	crand.Read(r.self[:])
 	r.limit[rpc.ClassRead], r.limit[rpc.ClassWrite] = int64(cfg.MaxReads), int64(cfg.MaxWrites)
 	r.metrics = newMetrics(cfg.Registry, func(c rpc.Class) float64 { return float64(r.inflight[c].Load()) })
-	r.pool = newPool(rpc.ClientConfig{Secret: cfg.Secret, Logger: cfg.Logger}, cfg.ConnsPerServer, cfg.Logger, r.metrics)
+	r.pool = newPool(rpc.ClientConfig{Secret: cfg.Secret, Token: cfg.Token, Logger: cfg.Logger}, cfg.ConnsPerServer, cfg.Logger, r.metrics)
 	if len(cfg.Root) > 0 {
 		r.rootPart = r.pool.partition(0, cfg.Root)
 	}
@@ -108,7 +115,9 @@ func start(ctx context.Context, cfg Config, src tableSource) (*Router, error) {
 	r.ln = ln
 	scfg := rpc.ServerConfig{
 		Secret: cfg.Secret, TLS: cfg.TLS, Logger: cfg.Logger,
-		MethodName: func(m uint16) string { return pb.Method_name[int32(m)] },
+		MethodName:   func(m uint16) string { return pb.Method_name[int32(m)] },
+		Authenticate: acceptToken, AuthenticateCert: acceptCert,
+		OnClientGone: r.clientGone,
 	}
 	if cfg.Registry != nil {
 		scfg.Metrics = cfg.Registry
@@ -122,6 +131,14 @@ func start(ctx context.Context, cfg Config, src tableSource) (*Router, error) {
 		}
 	}()
 	go r.watch(r.ctx)
+	if cfg.XRenameEvery > 0 {
+		r.wg.Add(1)
+		go r.recoverIntents(r.ctx, cfg.XRenameEvery, cfg.XRenameGrace)
+	}
+	if r.rootPart != nil {
+		r.wg.Add(1)
+		go r.syncCreds(r.ctx)
+	}
 	r.log.Info("router serving", "addr", r.Addr(), "tables", r.view.Load().version)
 	return r, nil
 }

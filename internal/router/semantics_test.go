@@ -13,6 +13,7 @@ import (
 
 	pb "github.com/canopyfs/canopy/api/metapb"
 	"github.com/canopyfs/canopy/client"
+	"github.com/canopyfs/canopy/internal/protocol"
 	"github.com/canopyfs/canopy/internal/rpc"
 )
 
@@ -59,7 +60,7 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
-func partOf(ino client.Ino) uint16 { return uint16(ino >> 48) }
+func partOf(ino client.Ino) uint16 { return ino.Partition() }
 
 func TestPathRewriteToTargetInsidePartition(t *testing.T) {
 	f := newFixture(t)
@@ -111,7 +112,7 @@ func TestInodeCallsReachTheirPartition(t *testing.T) {
 	if err != nil || got.Ino() != fi.Ino() {
 		t.Fatalf("getattr by inode: %v, %v", got, err)
 	}
-	root1 := client.Ino(1<<48 | 1)
+	root1 := client.Ino(protocol.RootIno(1))
 	l, err := f.c.Lookup(ctx, root1, "file")
 	if err != nil || l.Ino() != fi.Ino() {
 		t.Fatalf("lookup in partition 1's root by inode: %v, %v", l, err)
@@ -141,7 +142,7 @@ func TestInodeCallsReachTheirPartition(t *testing.T) {
 			calls("1")-before1, calls("0")-before0)
 	}
 	// An inode of a partition nobody routes is stale.
-	if _, err := f.c.GetAttr(ctx, client.Ino(77<<48|1)); !errors.Is(err, syscall.ESTALE) {
+	if _, err := f.c.GetAttr(ctx, client.Ino(protocol.RootIno(77))); !errors.Is(err, syscall.ESTALE) {
 		t.Fatalf("getattr in an unrouted partition: %v, want ESTALE", err)
 	}
 }
@@ -163,7 +164,7 @@ func rawCall(t *testing.T, addr string, m pb.Method, req proto.Message) (uint32,
 	return status, out
 }
 
-func TestCrossMountRenameAndLinkFailWithEXDEV(t *testing.T) {
+func TestCrossMountLinkFailsWithEXDEV(t *testing.T) {
 	f := newFixture(t)
 	ctx := testCtx(t)
 	if _, err := f.c.Create(ctx, "/p1/a", 0o644); err != nil {
@@ -179,11 +180,9 @@ func TestCrossMountRenameAndLinkFailWithEXDEV(t *testing.T) {
 		errno   syscall.Errno
 		comment string
 	}{
-		{pb.Method_RENAME, &pb.RenameRequest{Path: "/p1/a", NewPath: "/top/a"}, []string{"/p1", "/"}, syscall.EXDEV, "to another partition"},
-		{pb.Method_RENAME, &pb.RenameRequest{Path: "/top", NewPath: "/deep/top"}, []string{"/", "/deep"}, syscall.EXDEV, "a directory"},
 		{pb.Method_LINK, &pb.LinkRequest{Path: "/p1/a", NewPath: "/top/b"}, []string{"/p1", "/"}, syscall.EXDEV, "link"},
 		// Two entries of the same partition are still two mounts.
-		{pb.Method_RENAME, &pb.RenameRequest{Path: "/p1/a", NewPath: "/ro/a"}, []string{"/p1", "/ro"}, syscall.EXDEV, "same partition"},
+		{pb.Method_LINK, &pb.LinkRequest{Path: "/p1/a", NewPath: "/ro/a"}, []string{"/p1", "/ro"}, syscall.EXDEV, "same partition"},
 	} {
 		status, out := rawCall(t, f.r.Addr(), tc.m, tc.req)
 		if status != uint32(tc.errno) {
@@ -199,27 +198,24 @@ func TestCrossMountRenameAndLinkFailWithEXDEV(t *testing.T) {
 			}
 		}
 	}
-	if err := f.c.Rename(ctx, "/p1/a", "/top/a"); !errors.Is(err, syscall.EXDEV) {
-		t.Fatalf("SDK rename across mounts: %v, want EXDEV", err)
-	}
 	// By inode, across partitions.
 	a, _ := f.c.Stat(ctx, "/p1/a")
-	if err := f.c.RenameAt(ctx, 1<<48|1, "a", client.RootIno, "a", 0); !errors.Is(err, syscall.EXDEV) {
-		t.Fatalf("rename by inode across partitions: %v, want EXDEV", err)
-	}
 	if _, err := f.c.LinkAt(ctx, a.Ino(), client.RootIno, "l"); !errors.Is(err, syscall.EXDEV) {
 		t.Fatalf("link by inode across partitions: %v, want EXDEV", err)
 	}
-	// Within one mount, below its mount point, it works.
-	if err := f.c.Rename(ctx, "/p1/a", "/p1/b"); err != nil {
+	// A rename between two mounts of one partition is one rename there.
+	if err := f.c.Rename(ctx, "/p1/a", "/ro/a"); !errors.Is(err, syscall.EROFS) {
+		t.Fatalf("rename into a read-only mount: %v, want EROFS", err)
+	}
+	if err := f.c.Rename(ctx, "/p1/a", "/p1/rodir/a"); err != nil {
 		t.Fatalf("rename within /p1: %v", err)
 	}
-	if _, err := f.direct[1].Stat(ctx, "/b"); err != nil {
+	if _, err := f.direct[1].Stat(ctx, "/rodir/a"); err != nil {
 		t.Fatalf("renamed file not in partition 1: %v", err)
 	}
-	// A mount point cannot be renamed away, nor a directory with one below.
-	if err := f.c.Rename(ctx, "/p1", "/p2"); !errors.Is(err, syscall.EXDEV) {
-		t.Fatalf("rename of a mount point: %v, want EXDEV", err)
+	// A mount point cannot be renamed away.
+	if err := f.c.Rename(ctx, "/p1", "/p2"); !errors.Is(err, syscall.EBUSY) {
+		t.Fatalf("rename of a mount point: %v, want EBUSY", err)
 	}
 }
 
@@ -395,5 +391,33 @@ func TestStatfsAndSummarySpanPartitions(t *testing.T) {
 	sub, err := f.c.Summary(ctx, "/deep")
 	if err != nil || sub.Files != 2 {
 		t.Fatalf("summary of /deep: %+v, %v; want 2 files", sub, err)
+	}
+}
+
+// A lookup by the root's inode of a mount point's name (what a FUSE mount
+// sends for /p1) finds the mounted directory, not the root partition's
+// ENOENT; other names are the root partition's.
+func TestLookupOfAMountPointByInode(t *testing.T) {
+	f := newFixture(t)
+	ctx := testCtx(t)
+	fi, err := f.c.Lookup(ctx, client.RootIno, "p1")
+	if err != nil || fi.Ino() != client.Ino(protocol.RootIno(1)) || !fi.IsDir() {
+		t.Fatalf("lookup of /p1 by the root's inode: %v, %v; want partition 1's root", fi, err)
+	}
+	inner, err := f.direct[2].Stat(ctx, "/inside/here")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := f.c.Lookup(ctx, client.RootIno, "deep"); err != nil || fi.Ino() != inner.Ino() {
+		t.Fatalf("lookup of /deep by the root's inode: %v, %v; want %#x", fi, err, inner.Ino())
+	}
+	if _, err := f.c.Lookup(ctx, client.RootIno, "nothing-here"); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("lookup of a plain missing name: %v, want ENOENT", err)
+	}
+	if _, err := f.c.Mkdir(ctx, "/plain", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := f.c.Lookup(ctx, client.RootIno, "plain"); err != nil || fi.Ino().Partition() != 0 {
+		t.Fatalf("lookup of a directory of the root partition: %v, %v", fi, err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	pb "github.com/canopyfs/canopy/api/metapb"
 	"github.com/canopyfs/canopy/internal/mount"
+	"github.com/canopyfs/canopy/internal/protocol"
 	"github.com/canopyfs/canopy/internal/rpc"
 )
 
@@ -81,10 +82,11 @@ func (s rootSource) tables(ctx context.Context, known uint64, wait time.Duration
 func (r *Router) compileView(rep *pb.TablesReply) (*view, error) {
 	t := mount.Table{Version: rep.Version, Entries: make([]mount.Entry, 0, len(rep.Mounts))}
 	for _, m := range rep.Mounts {
-		if m.Vpart >= mount.VirtualPartitions {
-			return nil, fmt.Errorf("mount %q: vpart %d out of range: %w", m.Prefix, m.Vpart, syscall.EINVAL)
+		e, err := protocol.EntryFromWire(m)
+		if err != nil {
+			return nil, err
 		}
-		t.Entries = append(t.Entries, mount.Entry{Prefix: m.Prefix, VPart: uint16(m.Vpart), Target: m.Target, ReadOnly: m.ReadOnly})
+		t.Entries = append(t.Entries, e)
 	}
 	sort.Slice(t.Entries, func(i, j int) bool { return t.Entries[i].Prefix < t.Entries[j].Prefix })
 	snap, err := mount.Compile(t)
@@ -127,6 +129,12 @@ func (r *Router) compileView(rep *pb.TablesReply) (*view, error) {
 	for vp, addrs := range rt.Groups {
 		v.parts[vp] = r.pool.partition(vp, addrs)
 	}
+	if v.parts[0] == nil && r.rootPart != nil {
+		// The root partition is where the router reads the tables, so
+		// virtual partition 0 needs no route of its own: a router in
+		// front of a fresh root partition serves it at once.
+		v.parts[0] = r.rootPart
+	}
 	return v, nil
 }
 
@@ -141,11 +149,23 @@ func (r *Router) install(v *view) bool {
 	if m := r.metrics; m != nil {
 		m.tableVersion.Set(float64(v.version))
 	}
-	if un := mount.Unrouted(v.mounts, v.routes); len(un) > 0 {
+	if un := unrouted(v); len(un) > 0 {
 		r.log.Warn("mount entries name virtual partitions without a route", "version", v.version, "vparts", un)
 	}
 	r.log.Info("tables installed", "version", v.version, "mounts", v.mounts.Len())
 	return true
+}
+
+// unrouted lists the virtual partitions that mount entries of v point at
+// and that have no partition to forward to.
+func unrouted(v *view) []uint16 {
+	var un []uint16
+	for vp := range v.mounted {
+		if v.mounted[vp] && v.parts[vp] == nil {
+			un = append(un, uint16(vp))
+		}
+	}
+	return un
 }
 
 // load gets the tables once, compiles and installs them.

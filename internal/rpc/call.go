@@ -34,10 +34,25 @@ type Call struct {
 	Cred    Cred
 	Payload []byte
 
+	// Identity is what ServerConfig.Authenticate returned for the
+	// connection the call came on (nil without it).
+	Identity any
+
+	// Token is the credential token a forwarded call carries for its
+	// client (see Client.ForwardToken), or nil. It is the Call's until
+	// Reply.
+	Token []byte
+
+	// Early is set when the caller asked to be answered once its change
+	// is applied and ordered, without waiting for it to be durable
+	// (ClientConfig.Early); what that means is the service's business.
+	Early bool
+
 	wire  uint64 // the call id on the connection, which the reply echoes
 	batch *Batch // the connection reader's
 	conn  *conn  // the connection the call came on; nil once replied
 	buf   []byte // backing store for Payload, reused from call to call
+	tok   []byte // backing store for Token, likewise
 
 	start    int64         // monotime when the frame was decoded; 0 without metrics
 	enqueued int64         // monotime when the call was queued, with queues
@@ -62,7 +77,14 @@ func newCall(cn *conn, f *frame, owned bool) *Call {
 		c.Client, c.ID = f.origin, f.originID
 	}
 	c.Method = f.method
+	c.Early = f.flags&flagEarly != 0
 	c.Cred = f.cred
+	c.Identity = cn.ident
+	c.Token = nil
+	if f.token != nil {
+		c.tok = append(c.tok[:0], f.token...)
+		c.Token = c.tok
+	}
 	c.start, c.enqueued, c.queued = 0, 0, 0
 	if owned {
 		c.Payload = f.payload
@@ -85,6 +107,8 @@ func (c *Call) Reply(status uint32, payload []byte) {
 	cn.reply(c, status, payload)
 	c.conn = nil
 	c.Cred = Cred{}
+	c.Identity = nil
+	c.Token = nil
 	c.Payload = nil
 	if cap(c.buf) > maxPooledPayload {
 		c.buf = nil

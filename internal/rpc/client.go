@@ -23,6 +23,7 @@ import (
 // without a secret.
 type ClientConfig struct {
 	Secret   string   // presented in the hello
+	Token    string   // credential token presented in the hello (version 4 on); "" = none
 	ClientID ClientID // zero = random
 
 	// CallTimeout bounds one attempt of a call; default 10s. A sooner
@@ -73,6 +74,12 @@ type ClientConfig struct {
 	// waiting after a quiet spell. Default a tenth of a second's worth of
 	// RateLimit, at least 1.
 	RateBurst int
+
+	// Early marks every call the client makes (but not those it forwards)
+	// as one to be answered once its change is applied and ordered, before
+	// it is durable, on connections that speak protocol version 5 or
+	// later; on older ones calls go unmarked. See Call.Early.
+	Early bool
 
 	// Metrics, if set, receives the client's Prometheus metrics, named
 	// canopy_rpc_client_*. Clients sharing a registerer add up their
@@ -132,13 +139,37 @@ func backoff(attempt int) time.Duration {
 	return rand.N(ceiling) + 1
 }
 
+// Pauses between attempts while a group has no leader: short, so that a
+// call goes on soon after an election ends, and bounded below, so that a
+// client does not spin.
+const (
+	failoverBase = 2 * time.Millisecond
+	failoverCap  = 50 * time.Millisecond
+)
+
+// failoverBackoff returns the pause before attempt n+1 of a call whose
+// group is electing a leader: jittered over the upper half of an
+// exponential ceiling.
+func failoverBackoff(n int) time.Duration {
+	ceiling := failoverCap
+	if n < 5 {
+		ceiling = min(failoverBase<<n, failoverCap)
+	}
+	return ceiling/2 + rand.N(ceiling/2) + 1
+}
+
+// maxServers bounds the servers a client learns of from NOT_LEADER
+// replies, so that a confused or hostile server cannot grow the list
+// without end.
+const maxServers = 16
+
 // Client calls one server over a single multiplexed connection, redialing
 // when it breaks. Given several interchangeable servers (DialAny), it keeps
 // to one and moves to the next when that one cannot be reached. It is safe
 // for concurrent use.
 type Client struct {
-	addrs   []string     // the servers, tried in turn
-	at      atomic.Int64 // index in addrs of the server connected last
+	addrs   []string     // the servers, tried in turn; grown under mu by follow
+	at      atomic.Int64 // index in addrs of the server connected last, or to connect to next
 	cfg     ClientConfig
 	log     *slog.Logger
 	tls     *tls.Config // cfg.TLS; nil without TLS
@@ -262,14 +293,17 @@ func (c *Client) tlsFor(addr string) (*tls.Config, error) {
 // others in turn. With one server, its error is returned as it is; with
 // several, the errors of all.
 func (c *Client) connect() (*clientConn, error) {
-	start := int(c.at.Load())
+	c.mu.Lock()
+	addrs := slices.Clone(c.addrs)
+	c.mu.Unlock()
+	start := int(c.at.Load()) % len(addrs)
 	var errs []error
-	for i := range c.addrs {
-		k := (start + i) % len(c.addrs)
-		cn, err := c.connectAddr(c.addrs[k])
+	for i := range addrs {
+		k := (start + i) % len(addrs)
+		cn, err := c.connectAddr(addrs[k])
 		if err == nil {
 			if k != start {
-				c.log.Debug("moved to another server", "addr", c.addrs[k])
+				c.log.Debug("moved to another server", "addr", addrs[k])
 			}
 			c.at.Store(int64(k))
 			return cn, nil
@@ -434,7 +468,11 @@ func (c *Client) redialLocked() *dialing {
 // StatusBusy or StatusShuttingDown, when the connection is lost (after a
 // redial) and when an attempt gets no reply within CallTimeout: at most
 // MaxRetries times, after a pause of exponential backoff with full jitter,
-// and never past OpTimeout or ctx's deadline.
+// and never past OpTimeout or ctx's deadline. A call answered
+// StatusNotLeader moves to the leader the reply names (see follow) and is
+// sent again; one answered StatusNotLeader or StatusUnavailable is retried
+// with short pauses for as long as its deadline allows, whatever
+// MaxRetries says, since a failover lasts as long as an election.
 func (c *Client) Call(ctx context.Context, method uint16, cred Cred, req []byte) (status uint32, reply []byte, err error) {
 	if len(cred.Groups) > MaxGroups {
 		return 0, nil, fmt.Errorf("call method %d: %d groups, limit %d", method, len(cred.Groups), MaxGroups)
@@ -451,8 +489,10 @@ func (c *Client) Call(ctx context.Context, method uint16, cred Cred, req []byte)
 	defer waiterPool.Put(w)
 
 	var lastErr error // why the previous attempt failed
-	for attempt := 0; ; attempt++ {
-		st, reply, retry, err := c.attempt(ctx, w, deadline, id, method, &cred, req)
+	attempt, failovers := 0, 0
+	for {
+		cn, st, reply, retry, err := c.attempt(ctx, w, deadline, id, method, &cred, req)
+		failover := false
 		if err == nil {
 			if !IsTransport(st) {
 				return st, reply, nil
@@ -462,12 +502,22 @@ func (c *Client) Call(ctx context.Context, method uint16, cred Cred, req []byte)
 			if m := c.metrics; m != nil && st == StatusBusy {
 				m.busy.Inc()
 			}
+			if failover = Failover(st); failover && st == StatusNotLeader {
+				c.follow(cn, string(reply))
+			}
 		}
-		if !retry || attempt >= c.cfg.MaxRetries {
+		if !retry || !failover && attempt >= c.cfg.MaxRetries {
 			return status, nil, callErr(method, err, lastErr)
 		}
 		lastErr = err
-		pause := backoff(attempt)
+		var pause time.Duration
+		if failover {
+			pause = failoverBackoff(failovers)
+			failovers++
+		} else {
+			pause = backoff(attempt)
+			attempt++
+		}
 		if time.Until(deadline) < pause {
 			return status, nil, fmt.Errorf("call method %d: out of time to retry: %w", method, err)
 		}
@@ -478,7 +528,7 @@ func (c *Client) Call(ctx context.Context, method uint16, cred Cred, req []byte)
 			w.timer.Stop()
 			return status, nil, callErr(method, ctxErr(ctx), lastErr)
 		}
-		c.log.Debug("retrying call", "method", method, "id", id, "attempt", attempt+1, "after", err)
+		c.log.Debug("retrying call", "method", method, "id", id, "attempt", attempt, "failovers", failovers, "after", err)
 		if m := c.metrics; m != nil {
 			m.retries.Inc()
 		}
@@ -497,18 +547,24 @@ func callErr(method uint16, err, lastErr error) error {
 
 // attempt sends the call once, after taking a token from the rate limiter
 // if there is one, and waits for its reply until CallTimeout or deadline,
-// whichever comes first. err is set for a transport failure, and retry
-// tells whether it may pass.
-func (c *Client) attempt(ctx context.Context, w *waiter, deadline time.Time, id uint64, method uint16, cred *Cred, req []byte) (status uint32, reply []byte, retry bool, err error) {
+// whichever comes first. cn is the connection it used, if it got one. err
+// is set for a transport failure, and retry tells whether it may pass.
+func (c *Client) attempt(ctx context.Context, w *waiter, deadline time.Time, id uint64, method uint16, cred *Cred, req []byte) (cn *clientConn, status uint32, reply []byte, retry bool, err error) {
 	if c.limiter != nil {
 		if err := c.waitToken(ctx, w, deadline); err != nil {
-			return 0, nil, false, err
+			return nil, 0, nil, false, err
 		}
 	}
-	cn, retry, err := c.conn(ctx, w, deadline)
+	cn, retry, err = c.conn(ctx, w, deadline)
 	if err != nil {
-		return 0, nil, retry, err
+		return nil, 0, nil, retry, err
 	}
+	status, reply, retry, err = c.attemptOn(ctx, w, cn, deadline, id, method, cred, req)
+	return cn, status, reply, retry, err
+}
+
+// attemptOn is attempt on connection cn.
+func (c *Client) attemptOn(ctx context.Context, w *waiter, cn *clientConn, deadline time.Time, id uint64, method uint16, cred *Cred, req []byte) (status uint32, reply []byte, retry bool, err error) {
 	attemptDeadline := time.Now().Add(c.cfg.CallTimeout)
 	last := !attemptDeadline.Before(deadline) // this attempt ends at the call's deadline
 	if last {
@@ -544,6 +600,49 @@ func (c *Client) attempt(ctx context.Context, w *waiter, deadline time.Time, id 
 		return 0, nil, mayRetry(r.err), r.err
 	}
 	return r.status, r.payload, false, nil
+}
+
+// errMoved breaks a connection to a replica that is not its group's
+// leader, so that the calls on it are sent again to the leader.
+var errMoved = errors.New("rpc: moving to the group's leader")
+
+// follow moves the client towards its group's leader after a NOT_LEADER
+// reply on cn that named leader (empty while the replica knows none): to
+// leader's address, learned as a new server if the client did not have it
+// (at most maxServers), or, without one, to the next server. It then
+// breaks cn, whose calls are sent again on the new connection. A reply on
+// a connection that is no longer the current one changes nothing (another
+// call already moved), and so does an unnamed leader with only one server
+// to try: that replica is waited for.
+func (c *Client) follow(cn *clientConn, leader string) {
+	if cn == nil {
+		return
+	}
+	c.mu.Lock()
+	if c.closed || c.cur.Load() != cn {
+		c.mu.Unlock()
+		return
+	}
+	at := int(c.at.Load()) % len(c.addrs)
+	k := slices.Index(c.addrs, leader)
+	if k < 0 && leader != "" && len(c.addrs) < maxServers {
+		if _, _, err := net.SplitHostPort(leader); err == nil {
+			c.addrs = append(c.addrs, leader)
+			k = len(c.addrs) - 1
+		}
+	}
+	if k < 0 {
+		k = (at + 1) % len(c.addrs)
+	}
+	if k == at {
+		c.mu.Unlock()
+		return
+	}
+	c.at.Store(int64(k))
+	to := c.addrs[k]
+	c.mu.Unlock()
+	c.log.Debug("following the group's leader", "leader", leader, "dialing", to)
+	cn.fail(errMoved)
 }
 
 // ctxErr returns ctx's error, as ErrTimeout if its deadline passed.

@@ -85,6 +85,7 @@ type clientConn struct {
 	comp    *compression
 	codec   Codec  // set by the handshake: the connection's codec, 0 = none
 	version uint16 // set by the handshake: the protocol version spoken
+	early   uint8  // flagEarly on the client's own calls (ClientConfig.Early, version 5 on), else 0
 	out     outbound
 
 	// writeBy is when, in monotime, the socket's write deadline falls.
@@ -174,12 +175,16 @@ func (cn *clientConn) send(w *waiter, id uint64, method uint16, from *origin, cr
 	// The frame is appended under mu, so that no reply or failure reaches
 	// w, whose caller may then reuse cred and req, before they are copied.
 	var r appendResult
+	var early uint8
+	if from == nil {
+		early = cn.early
+	}
 	if cn.codec != 0 && len(req) > cn.comp.above {
 		out, flags, scratch := cn.comp.compress(cn.codec, req)
-		r = cn.out.appendCall(id, method, flags, from, cred, out)
+		r = cn.out.appendCall(id, method, flags|early, from, cred, out)
 		releaseScratch(scratch)
 	} else {
-		r = cn.out.appendCall(id, method, 0, from, cred, req)
+		r = cn.out.appendCall(id, method, early, from, cred, req)
 	}
 	cn.mu.Unlock()
 	if read {
@@ -383,6 +388,8 @@ func (cn *clientConn) fail(err error) {
 	}
 	switch {
 	case errors.Is(err, ErrClosed):
+	case errors.Is(err, errMoved):
+		cn.log.Debug("left a replica for its leader", "calls_moved", len(waiting))
 	case errors.Is(err, io.EOF):
 		cn.log.Debug("connection closed by server", "calls_failed", len(waiting))
 	default:

@@ -27,6 +27,7 @@ type conn struct {
 	nc      net.Conn // a *tls.Conn with ServerConfig.TLS
 	log     *slog.Logger
 	client  ClientID // set by the handshake, before any call is read
+	ident   any      // set by the handshake: what ServerConfig.Authenticate returned
 	joined  bool     // counted in srv.clients; guarded by srv.mu
 	codec   Codec    // set by the handshake: the connection's codec, 0 = none
 	version uint16   // set by the handshake: the protocol version spoken
@@ -100,7 +101,7 @@ func (c *conn) readLoop() {
 	defer c.close()
 
 	if err := c.handshake(); err != nil {
-		c.logEnd("handshake failed", err)
+		c.logHandshakeFailed(err)
 		return
 	}
 	c.log = c.log.With("client", c.client.String())
@@ -205,11 +206,41 @@ func (c *conn) decode(body []byte, owned *bool) (frame, error) {
 	if err == nil && f.flags&flagForwarded != 0 && c.version < 3 {
 		err = fmt.Errorf("%w: forwarded call on a version %d connection", errMalformed, c.version)
 	}
+	if err == nil && f.flags&flagToken != 0 && c.version < 4 {
+		err = fmt.Errorf("%w: forwarded token on a version %d connection", errMalformed, c.version)
+	}
+	if err == nil && f.flags&flagEarly != 0 && c.version < 5 {
+		err = fmt.Errorf("%w: early call on a version %d connection", errMalformed, c.version)
+	}
 	if err == nil && f.flags&flagCompressed != 0 {
 		f.payload, err = c.srv.comp.decompress(c.codec, f.payload, c.srv.cfg.MaxFrame-callSize(&f.cred, nil))
 		*owned = true
 	}
 	return f, err
+}
+
+// badHelloLines is how many failed handshakes a second a server logs at
+// most, on average.
+const badHelloLines = 5
+
+// logHandshakeFailed logs a failed handshake, at most at the server's
+// rate for them (a flood of bad connections must not fill the disk); a
+// peer that simply went away is not logged.
+func (c *conn) logHandshakeFailed(err error) {
+	select {
+	case <-c.done:
+		return
+	default:
+	}
+	if errors.Is(err, io.EOF) {
+		return
+	}
+	level := slog.LevelWarn
+	var se *StatusError
+	if errors.As(err, &se) {
+		level = slog.LevelInfo // refused: the peer was told why
+	}
+	c.srv.badHellos.Log(c.log, level, "handshake failed", "err", err)
 }
 
 // logEnd logs why the reader stopped, quietly when the connection simply

@@ -13,7 +13,8 @@
 //
 //	u32 length   bytes after this field
 //	u8  kind     1 call, 2 reply, 3 hello, 4 welcome
-//	u8  flags    bit 0: payload compressed; bit 1: forwarded; the others must be 0
+//	u8  flags    bit 0: payload compressed; bit 1: forwarded; bit 2: token;
+//	             bit 3: early (calls, version 5 on); the others must be 0
 //	u16 method
 //	u64 call id
 //	u32 status   replies only; 0 in every other kind
@@ -26,21 +27,28 @@
 // A reply's payload follows the header directly; it echoes the call's
 // method and id.
 //
-// A forwarded call (flag bit 1, protocol version 3) carries, between the
+// A forwarded call (flag bit 1, protocol version 3 on) carries, between the
 // header and the uid, the client id and call id of the client a router
 // forwards it for; the server hands it to its Handler as that client's
 // call (Call.Client, Call.ID) and replies under the header's call id. See
 // Client.Forward.
 //
+// An early call (flag bit 3, protocol version 5 on) asks to be answered
+// once its change is applied and ordered, before it is durable
+// (Call.Early); the transport only carries the mark. A router does not
+// pass it on: calls it forwards go unmarked.
+//
 // The first frame on a connection is the client's hello, answered by the
 // server's welcome. In both, method, call id and status are 0:
 //
-//	hello:   "CNPY", u16 version (3), [16]byte client id,
-//	         u16 secret length, secret bytes, u16 codecs offered
+//	hello:   "CNPY", u16 version (5), [16]byte client id,
+//	         u16 secret length, secret bytes, u16 codecs offered,
+//	         u16 token length, token bytes (version 4 on)
 //	welcome: u16 version, u32 status, u16 codec chosen (if status is 0)
 //
 // The welcome's status is 0 when the connection may carry calls,
-// StatusUnauthenticated when the secret is wrong and StatusBadVersion when
+// StatusUnauthenticated when the secret is wrong or ServerConfig.Authenticate
+// refuses the token, and StatusBadVersion when
 // the server does not speak the client's version; after a refusal the server
 // closes the connection without serving any call. Version 1, which both
 // sides still speak, has no codecs in either frame; a client refused by a

@@ -31,11 +31,24 @@ type ForwardFunc func(status uint32, reply []byte, err error, b *Batch)
 // the connection breaks or the client is closed. A connection found broken
 // is redialed in the background and the call fails with ErrNoConnection.
 func (c *Client) Forward(b *Batch, from ClientID, id uint64, method uint16, cred *Cred, req []byte, done ForwardFunc) {
+	c.ForwardToken(b, from, id, nil, method, cred, req, done)
+}
+
+// ForwardToken is Forward, passing on the client's credential token too
+// (none if empty), for the server to check the call against; it needs
+// protocol version 4 on both ends when there is a token. token is copied
+// before ForwardToken returns.
+func (c *Client) ForwardToken(b *Batch, from ClientID, id uint64, token []byte, method uint16, cred *Cred, req []byte, done ForwardFunc) {
+	if len(token) > MaxToken {
+		done(0, nil, fmt.Errorf("forward method %d: token of %d bytes, limit %d", method, len(token), MaxToken), nil)
+		return
+	}
 	if len(cred.Groups) > MaxGroups {
 		done(0, nil, fmt.Errorf("forward method %d: %d groups, limit %d", method, len(cred.Groups), MaxGroups), nil)
 		return
 	}
-	if n := callSize(cred, req) + originSize; n > c.cfg.MaxFrame {
+	o := origin{client: from, id: id, token: token}
+	if n := callSize(cred, req) + o.size(); n > c.cfg.MaxFrame {
 		done(0, nil, fmt.Errorf("forward method %d: %w: %d bytes, limit %d", method, ErrTooLarge, n, c.cfg.MaxFrame), nil)
 		return
 	}
@@ -54,7 +67,7 @@ func (c *Client) Forward(b *Batch, from ClientID, id uint64, method uint16, cred
 		}
 		return
 	}
-	if cn.version < 3 {
+	if cn.version < 3 || len(token) > 0 && cn.version < 4 {
 		done(0, nil, fmt.Errorf("forward method %d: server speaks protocol version %d: %w", method, cn.version, &StatusError{Status: StatusBadVersion}), nil)
 		return
 	}
@@ -63,7 +76,7 @@ func (c *Client) Forward(b *Batch, from ClientID, id uint64, method uint16, cred
 	if b != nil {
 		b.holdClient(cn)
 	}
-	if err := cn.send(w, c.nextID.Add(1), method, &origin{client: from, id: id}, cred, req); err != nil {
+	if err := cn.send(w, c.nextID.Add(1), method, &o, cred, req); err != nil {
 		// Never registered: nobody else holds w.
 		w.fn = nil
 		forwardPool.Put(w)

@@ -44,6 +44,16 @@ const (
 	// (originSize bytes) between the header and the cred, and the server
 	// treats the call as that client's (see Client.Forward).
 	flagForwarded uint8 = 1 << 1
+
+	// flagToken marks a forwarded call that carries its client's
+	// credential token after the origin (u16 length, at most MaxToken
+	// bytes), from protocol version 4 on; only with flagForwarded.
+	flagToken uint8 = 1 << 2
+
+	// flagEarly marks a call whose caller takes its reply once the change
+	// is applied and ordered, before it is durable (protocol version 5
+	// on); see Call.Early.
+	flagEarly uint8 = 1 << 3
 )
 
 // originSize is the size of a forwarded call's origin: client id, call id.
@@ -66,6 +76,7 @@ type frame struct {
 	// made with (flagForwarded).
 	origin   ClientID
 	originID uint64
+	token    []byte // the origin's token (flagToken); aliases the decoded bytes
 
 	payload []byte // what follows the header (and, in a call, the cred)
 }
@@ -83,8 +94,8 @@ func decodeFrame(b []byte) (frame, error) {
 	f.id = le.Uint64(b[4:])
 	f.status = le.Uint32(b[12:])
 	b = b[headerSize:]
-	if f.flags&^(flagCompressed|flagForwarded) != 0 || f.flags != 0 && f.kind != kindCall && f.kind != kindReply ||
-		f.flags&flagForwarded != 0 && f.kind != kindCall {
+	if f.flags&^(flagCompressed|flagForwarded|flagToken|flagEarly) != 0 || f.flags != 0 && f.kind != kindCall && f.kind != kindReply ||
+		f.flags&(flagForwarded|flagEarly) != 0 && f.kind != kindCall || f.flags&flagToken != 0 && f.flags&flagForwarded == 0 {
 		return f, fmt.Errorf("%w: flags %#x in a frame of kind %d", errMalformed, f.flags, f.kind)
 	}
 	switch f.kind {
@@ -99,6 +110,17 @@ func decodeFrame(b []byte) (frame, error) {
 			copy(f.origin[:], b)
 			f.originID = le.Uint64(b[16:])
 			b = b[originSize:]
+			if f.flags&flagToken != 0 {
+				if len(b) < 2 {
+					return f, fmt.Errorf("%w: forwarded call too short for its token", errMalformed)
+				}
+				n := int(le.Uint16(b))
+				if n == 0 || n > MaxToken || len(b) < 2+n {
+					return f, fmt.Errorf("%w: forwarded call with a token of %d bytes", errMalformed, n)
+				}
+				f.token = b[2 : 2+n]
+				b = b[2+n:]
+			}
 		}
 		if len(b) < credSize {
 			return f, fmt.Errorf("%w: call too short for its cred", errMalformed)
@@ -141,6 +163,15 @@ func callSize(cred *Cred, payload []byte) int {
 type origin struct {
 	client ClientID
 	id     uint64
+	token  []byte // the client's credential token, or nil (version 4 on)
+}
+
+// size returns the bytes the origin takes in a call frame.
+func (o *origin) size() int {
+	if len(o.token) > 0 {
+		return originSize + 2 + len(o.token)
+	}
+	return originSize
 }
 
 // replySize returns the length field of a reply frame.
@@ -168,12 +199,19 @@ func appendCallFrom(b []byte, id uint64, method uint16, flags uint8, from *origi
 	size := callSize(cred, payload)
 	if from != nil {
 		flags |= flagForwarded
-		size += originSize
+		size += from.size()
+		if len(from.token) > 0 {
+			flags |= flagToken
+		}
 	}
 	b = appendHeader(b, size, kindCall, flags, method, id, 0)
 	if from != nil {
 		b = append(b, from.client[:]...)
 		b = le.AppendUint64(b, from.id)
+		if len(from.token) > 0 {
+			b = le.AppendUint16(b, uint16(len(from.token)))
+			b = append(b, from.token...)
+		}
 	}
 	b = le.AppendUint32(b, cred.UID)
 	b = le.AppendUint32(b, cred.GID)

@@ -15,6 +15,7 @@ func FuzzDecodeFrame(f *testing.F) {
 	f.Add(appendReply(nil, 3, 4, StatusInternal, 0, []byte("y"))[lenSize:])
 	f.Add(appendCall(nil, 3, 4, flagCompressed, &Cred{}, []byte{1, 0, 'z'})[lenSize:])
 	f.Add(appendCallFrom(nil, 3, 4, 0, &origin{client: ClientID{7}, id: 9}, &Cred{UID: 1}, []byte("x"))[lenSize:])
+	f.Add(appendCallFrom(nil, 3, 4, 0, &origin{client: ClientID{7}, id: 9, token: []byte("tok")}, &Cred{UID: 1}, []byte("x"))[lenSize:])
 	f.Add(appendReply(nil, 3, 4, StatusOK, flagCompressed, []byte{1, 0, 'z'})[lenSize:])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fr, err := decodeFrame(b)
@@ -28,9 +29,9 @@ func FuzzDecodeFrame(f *testing.F) {
 			case kindCall:
 				var from *origin
 				if fr.flags&flagForwarded != 0 {
-					from = &origin{client: fr.origin, id: fr.originID}
+					from = &origin{client: fr.origin, id: fr.originID, token: fr.token}
 				}
-				again = appendCallFrom(nil, fr.id, fr.method, fr.flags&^flagForwarded, from, &fr.cred, fr.payload)
+				again = appendCallFrom(nil, fr.id, fr.method, fr.flags&^(flagForwarded|flagToken), from, &fr.cred, fr.payload)
 			case kindReply:
 				again = appendReply(nil, fr.id, fr.method, fr.status, fr.flags, fr.payload)
 			case kindHello, kindWelcome:
@@ -77,6 +78,9 @@ func FuzzDecodeFrame(f *testing.F) {
 func FuzzDecodeHello(f *testing.F) {
 	f.Add(appendHello(nil, &hello{version: protocolVersion, client: ClientID{1}, secret: []byte("s"), codecs: AllCodecs})[lenSize:])
 	f.Add(appendHello(nil, &hello{version: 1, client: ClientID{1}, secret: []byte("s")})[lenSize:])
+	f.Add(appendHello(nil, &hello{version: 3, client: ClientID{1}, secret: []byte("s"), codecs: AllCodecs})[lenSize:])
+	f.Add(appendHello(nil, &hello{version: protocolVersion, client: ClientID{2}, codecs: AllCodecs,
+		token: []byte("cnpy.a.0000000000000000000000000000000000000000000000000000000000000000")})[lenSize:])
 	f.Add(appendWelcome(nil, welcome{version: protocolVersion, status: StatusBadVersion})[lenSize:])
 	f.Add(appendWelcome(nil, welcome{version: protocolVersion, codec: CodecZstd})[lenSize:])
 	f.Add(appendWelcome(nil, welcome{version: 1})[lenSize:])
@@ -84,6 +88,9 @@ func FuzzDecodeHello(f *testing.F) {
 		if h, err := decodeHello(b); err == nil {
 			if h.version < 2 && h.codecs != 0 {
 				t.Fatalf("version %d hello with codecs %v", h.version, h.codecs)
+			}
+			if h.version < 4 && h.token != nil || len(h.token) > MaxToken {
+				t.Fatalf("version %d hello with a token of %d bytes", h.version, len(h.token))
 			}
 			if spoken(h.version) {
 				if again := appendHello(nil, &h)[lenSize:]; !bytes.Equal(again, b) {

@@ -3,6 +3,7 @@ package rpc
 import (
 	"crypto/subtle"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"time"
 )
@@ -10,8 +11,9 @@ import (
 const (
 	// protocolVersion is the version this package speaks by preference.
 	// Version 2 adds compression to version 1; version 3 adds forwarded
-	// calls to version 2.
-	protocolVersion uint16 = 3
+	// calls to version 2; version 4 adds the client's token to the hello;
+	// version 5 adds early calls (flagEarly).
+	protocolVersion uint16 = 5
 
 	// minVersion is the oldest version it still speaks, with peers that
 	// speak no newer one.
@@ -20,15 +22,19 @@ const (
 	helloMagic  = "CNPY"
 	helloFixed  = len(helloMagic) + 2 + len(ClientID{}) + 2 // magic, version, client id, secret length
 	helloCodecs = 2                                         // version 2: codecs offered, after the secret
+	helloToken  = 2                                         // version 4: token length, after the codecs
 	welcomeSize = 2 + 4                                     // version, status
 	welcomeV2   = welcomeSize + 2                           // version 2, accepted: and the codec chosen
 
 	// maxSecret is the longest secret a hello can carry.
 	maxSecret = 1<<16 - 1
 
+	// MaxToken is the longest token a hello can carry.
+	MaxToken = 1024
+
 	// maxHelloFrame bounds the first frame on a connection, read before the
 	// peer is authenticated.
-	maxHelloFrame = headerSize + helloFixed + maxSecret + helloCodecs
+	maxHelloFrame = headerSize + helloFixed + maxSecret + helloCodecs + helloToken + MaxToken
 
 	// maxWelcomeFrame bounds the server's answer.
 	maxWelcomeFrame = headerSize + welcomeV2
@@ -39,7 +45,8 @@ type hello struct {
 	version uint16
 	client  ClientID
 	secret  []byte
-	codecs  Codec // the codecs the client accepts; version 2 on
+	codecs  Codec  // the codecs the client accepts; version 2 on
+	token   []byte // the client's credential token, or empty; version 4 on
 }
 
 // welcome is the server's answer to a hello.
@@ -59,6 +66,9 @@ func appendHello(b []byte, h *hello) []byte {
 	if h.version >= 2 {
 		size += helloCodecs
 	}
+	if h.version >= 4 {
+		size += helloToken + len(h.token)
+	}
 	b = appendHeader(b, size, kindHello, 0, 0, 0, 0)
 	b = append(b, helloMagic...)
 	b = le.AppendUint16(b, h.version)
@@ -68,13 +78,17 @@ func appendHello(b []byte, h *hello) []byte {
 	if h.version >= 2 {
 		b = le.AppendUint16(b, uint16(h.codecs))
 	}
+	if h.version >= 4 {
+		b = le.AppendUint16(b, uint16(len(h.token)))
+		b = append(b, h.token...)
+	}
 	return b
 }
 
 // decodeHello decodes a hello frame's body. Only the magic and the version
 // are read from a hello of a version this package does not speak: the rest
 // is that version's business, and the server answers it with
-// StatusBadVersion. The secret aliases body.
+// StatusBadVersion. The secret and the token alias body.
 func decodeHello(body []byte) (hello, error) {
 	var h hello
 	f, err := decodeFrame(body)
@@ -103,12 +117,23 @@ func decodeHello(body []byte) (hello, error) {
 	if h.version >= 2 {
 		rest = helloCodecs
 	}
-	if len(b) != n+rest {
+	if h.version >= 4 {
+		rest += helloToken
+	}
+	if len(b) < n+rest || h.version < 4 && len(b) != n+rest {
 		return h, fmt.Errorf("%w: version %d hello with a secret of %d bytes followed by %d", errMalformed, h.version, n, len(b)-n)
 	}
 	h.secret = b[:n]
 	if h.version >= 2 {
 		h.codecs = Codec(le.Uint16(b[n:]))
+	}
+	if h.version >= 4 {
+		t := int(le.Uint16(b[n+helloCodecs:]))
+		b = b[n+rest:]
+		if t > MaxToken || len(b) != t {
+			return h, fmt.Errorf("%w: version %d hello with a token of %d bytes followed by %d", errMalformed, h.version, t, len(b))
+		}
+		h.token = b
 	}
 	return h, nil
 }
@@ -170,9 +195,13 @@ func (c *conn) handshake() error {
 	if err := c.nc.SetDeadline(time.Now().Add(cfg.HandshakeTimeout)); err != nil {
 		return fmt.Errorf("set handshake deadline: %w", err)
 	}
+	var peer *x509.Certificate // the client's verified certificate, if any
 	if tc, ok := c.nc.(*tls.Conn); ok {
 		if err := tc.Handshake(); err != nil {
 			return fmt.Errorf("tls handshake: %w", err)
+		}
+		if st := tc.ConnectionState(); len(st.VerifiedChains) > 0 && len(st.PeerCertificates) > 0 {
+			peer = st.PeerCertificates[0]
 		}
 	}
 	c.fr.max = maxHelloFrame
@@ -185,16 +214,33 @@ func (c *conn) handshake() error {
 		return fmt.Errorf("read hello: %w", err)
 	}
 	w := welcome{version: h.version, status: StatusOK}
+	var ident any
+	var authErr error
 	switch {
 	case !spoken(h.version):
 		w.version, w.status = protocolVersion, StatusBadVersion
 	case cfg.Secret != "" && subtle.ConstantTimeCompare(h.secret, []byte(cfg.Secret)) != 1:
 		w.status = StatusUnauthenticated
-	case h.version >= 2:
-		w.codec = c.srv.comp.accept.choose(h.codecs)
+	default:
+		switch {
+		case len(h.token) == 0 && peer != nil && cfg.AuthenticateCert != nil:
+			ident, authErr = cfg.AuthenticateCert(peer, c.nc.RemoteAddr())
+		case cfg.Authenticate != nil:
+			ident, authErr = cfg.Authenticate(h.token, c.nc.RemoteAddr())
+		}
+		if authErr != nil {
+			w.status = StatusUnauthenticated
+			break
+		}
+		if h.version >= 2 {
+			w.codec = c.srv.comp.accept.choose(h.codecs)
+		}
 	}
 	if _, err := c.nc.Write(appendWelcome(nil, w)); err != nil {
 		return fmt.Errorf("write welcome: %w", err)
+	}
+	if authErr != nil {
+		return fmt.Errorf("refused client %v: %w: %w", h.client, &StatusError{Status: w.status}, authErr)
 	}
 	if w.status != StatusOK {
 		return fmt.Errorf("refused client %v (version %d): %w", h.client, h.version, &StatusError{Status: w.status})
@@ -203,6 +249,7 @@ func (c *conn) handshake() error {
 		return fmt.Errorf("clear handshake deadline: %w", err)
 	}
 	c.client = h.client
+	c.ident = ident
 	c.codec = w.codec
 	c.version = h.version
 	c.fr.max = cfg.MaxFrame
@@ -223,7 +270,7 @@ func (cn *clientConn) handshake(cfg *ClientConfig, version uint16) (welcome, err
 			return w, fmt.Errorf("tls handshake: %w", err)
 		}
 	}
-	h := hello{version: version, client: cfg.ClientID, secret: []byte(cfg.Secret), codecs: cn.comp.accept}
+	h := hello{version: version, client: cfg.ClientID, secret: []byte(cfg.Secret), codecs: cn.comp.accept, token: []byte(cfg.Token)}
 	if _, err := cn.nc.Write(appendHello(nil, &h)); err != nil {
 		return w, fmt.Errorf("write hello: %w", err)
 	}
@@ -249,6 +296,9 @@ func (cn *clientConn) handshake(cfg *ClientConfig, version uint16) (welcome, err
 	}
 	cn.codec = w.codec
 	cn.version = version
+	if cfg.Early && version >= 5 {
+		cn.early = flagEarly
+	}
 	cn.fr.max = cfg.MaxFrame
 	return w, nil
 }

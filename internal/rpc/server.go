@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +19,21 @@ import (
 // authentication, with the defaults below.
 type ServerConfig struct {
 	Secret string // clients must present it in their hello; "" = no authentication
+
+	// Authenticate, if set, is called with the token a client presents in
+	// its hello (empty if none, or if the client speaks a version before
+	// 4) and the connection's remote address, after the secret was
+	// checked. An error refuses the client with StatusUnauthenticated;
+	// otherwise what it returns is every call's Identity on that
+	// connection. It runs on the connection's reader goroutine.
+	Authenticate func(token []byte, remote net.Addr) (any, error)
+
+	// AuthenticateCert, if set, is called instead of Authenticate for a
+	// hello without a token on a TLS connection whose client presented a
+	// certificate the handshake verified (TLS.ClientAuth asks for one
+	// and TLS.ClientCAs holds its CA), with that certificate. Its result
+	// is as Authenticate's.
+	AuthenticateCert func(cert *x509.Certificate, remote net.Addr) (any, error)
 
 	// MaxFrame is the longest frame accepted and sent; default
 	// DefaultMaxFrame, at least 1 KiB.
@@ -113,6 +129,9 @@ type Server struct {
 	queues  *dispatcher    // nil without ServerConfig.Queues
 	metrics *serverMetrics // nil without ServerConfig.Metrics
 
+	// badHellos rate-limits the log lines of failed handshakes.
+	badHellos *LogLimiter
+
 	// shuttingDown makes readers answer new calls with StatusShuttingDown.
 	shuttingDown atomic.Bool
 
@@ -141,6 +160,7 @@ func NewServer(h Handler, cfg ServerConfig) *Server {
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*conn]struct{}),
 		clients:   make(map[ClientID]int),
+		badHellos: NewLogLimiter(badHelloLines, 4*badHelloLines),
 	}
 	if cfg.Queues != nil {
 		s.queues = newDispatcher(h, *cfg.Queues, s.metrics)

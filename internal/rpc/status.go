@@ -22,6 +22,17 @@ const (
 	StatusUnauthenticated uint32 = 0x10005 // wrong secret
 	StatusBadVersion      uint32 = 0x10006 // protocol version not spoken
 	StatusInternal        uint32 = 0x10007 // server-side failure
+
+	// StatusNotLeader: the server is a replica of a group but not its
+	// leader. The payload is the leader's client address when the server
+	// knows it, empty during an election. The client moves to that
+	// address (or to its next one) and retries.
+	StatusNotLeader uint32 = 0x10008
+
+	// StatusUnavailable: whoever answered cannot reach a leader of the
+	// group the call is for right now (a router during a failover). The
+	// client retries the same server.
+	StatusUnavailable uint32 = 0x10009
 )
 
 // IsTransport reports whether status is reserved for the transport.
@@ -29,7 +40,15 @@ func IsTransport(status uint32) bool { return status >= StatusTransport }
 
 // Retriable reports whether a call answered with status may be sent again.
 func Retriable(status uint32) bool {
-	return status == StatusBusy || status == StatusShuttingDown
+	return status == StatusBusy || status == StatusShuttingDown || Failover(status)
+}
+
+// Failover reports whether status means that a group is changing or
+// electing its leader. Calls answered so are retried until their
+// operation timeout, not a number of times: a failover takes as long as
+// an election does.
+func Failover(status uint32) bool {
+	return status == StatusNotLeader || status == StatusUnavailable
 }
 
 // StatusText returns a short name for status.
@@ -51,6 +70,10 @@ func StatusText(status uint32) string {
 		return "bad version"
 	case StatusInternal:
 		return "internal error"
+	case StatusNotLeader:
+		return "not leader"
+	case StatusUnavailable:
+		return "no leader reachable"
 	}
 	if IsTransport(status) {
 		return fmt.Sprintf("transport status %#x", status)
@@ -75,6 +98,11 @@ var (
 
 	// ErrTooLarge means a frame is longer than MaxFrame.
 	ErrTooLarge = errors.New("rpc: frame too large")
+
+	// ErrNoLeader means the call's group had no reachable leader until
+	// the call ran out of time (StatusNotLeader or StatusUnavailable to
+	// the end).
+	ErrNoLeader = errors.New("rpc: no leader")
 )
 
 // StatusError is a transport status received from the peer.
@@ -94,6 +122,8 @@ func (e *StatusError) Is(target error) bool {
 		return e.Status == StatusBusy
 	case ErrUnauthenticated:
 		return e.Status == StatusUnauthenticated
+	case ErrNoLeader:
+		return Failover(e.Status)
 	}
 	return false
 }

@@ -52,7 +52,6 @@ func sysPair(t *testing.T) (wrapped, peer net.Conn) {
 // in both directions at once, so that writes stop part way and wait, and
 // checks every byte arrives in order, then that a close reads as io.EOF.
 func TestSysConnCarriesBytesBothWays(t *testing.T) {
-	c, peer := sysPair(t)
 	const size = 8 << 20
 	out := make([]byte, size)
 	back := make([]byte, size)
@@ -61,6 +60,9 @@ func TestSysConnCarriesBytesBothWays(t *testing.T) {
 		out[i] = byte(rng.Uint32())
 		back[i] = byte(rng.Uint32())
 	}
+	// The connection's deadlines start now, not before the slow part
+	// above (slower still under the race detector).
+	c, peer := sysPair(t)
 	errs := make(chan error, 3)
 	go func() { // c writes out in one call
 		n, err := c.Write(out)

@@ -34,6 +34,10 @@ const crashChildEnv = "CANOPY_CRASH_CHILD_DIR"
 // directory after every batch.
 const crashCompactEnv = "CANOPY_CRASH_COMPACT"
 
+// crashStorageEnv, set in a child's environment, is the object store URL
+// its VOLUME names.
+const crashStorageEnv = "CANOPY_CRASH_STORAGE"
+
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(crashChildEnv); dir != "" {
 		runCrashChild(dir)
@@ -47,7 +51,9 @@ func TestMain(m *testing.M) {
 func runCrashChild(dir string) {
 	every, _ := strconv.Atoi(os.Getenv("CANOPY_CRASH_CHECKPOINT_EVERY"))
 	compact := os.Getenv(crashCompactEnv) != ""
-	s, err := Open(Config{Dir: dir, CheckpointEvery: every, CompactEveryBatch: compact, Logger: slog.New(slog.DiscardHandler)})
+	trashDays, _ := strconv.Atoi(os.Getenv(crashTrashEnv))
+	s, err := Open(Config{Dir: dir, CheckpointEvery: every, CompactEveryBatch: compact, TrashDays: trashDays, Storage: os.Getenv(crashStorageEnv),
+		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(2)
@@ -281,7 +287,11 @@ func TestCrashRecoversAcknowledgedOperations(t *testing.T) {
 	t.Run("compact", func(t *testing.T) { testCrash(t, 10, crashCompactEnv+"=1") })
 }
 
-func testCrash(t *testing.T, cycles int, env ...string) {
+func testCrash(t *testing.T, cycles int, env ...string) { testCrashWith(t, cycles, false, env...) }
+
+// testCrashWith is testCrash, with directory quotas on / and on every
+// worker's root when quotas is set.
+func testCrashWith(t *testing.T, cycles int, quotas bool, env ...string) {
 	const workers = 4
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
@@ -301,8 +311,12 @@ func testCrash(t *testing.T, cycles int, env ...string) {
 			t.Fatal(err)
 		}
 	}
+	if quotas {
+		setCrashQuotas(t, setup, ws)
+	}
 	setup.Close()
 
+	trash := newCrashTrash(env)
 	for cycle := range cycles {
 		child = loadAndKill(t, cycle, child, dir, ws, rng)
 		c, err := client.Dial(child.addr, client.Options{Cred: &client.Cred{}})
@@ -316,6 +330,18 @@ func testCrash(t *testing.T, cycles int, env ...string) {
 				t.Fatalf("cycle %d: %v", cycle, err)
 			}
 		}
+		if quotas {
+			if err := checkCrashQuotas(c, ws); err != nil {
+				c.Close()
+				child.kill()
+				t.Fatalf("cycle %d: %v", cycle, err)
+			}
+		}
+		if err := trash.check(c); err != nil {
+			c.Close()
+			child.kill()
+			t.Fatalf("cycle %d: %v", cycle, err)
+		}
 		c.Close()
 	}
 	child.kill()
@@ -326,6 +352,9 @@ func testCrash(t *testing.T, cycles int, env ...string) {
 	t.Logf("%d operations acknowledged over %d crashes", acked, cycles)
 	if acked < cycles {
 		t.Fatalf("only %d operations acknowledged: the load did not run", acked)
+	}
+	if trash != nil && trash.seen == 0 {
+		t.Fatal("the trash stayed empty: the load removed nothing")
 	}
 }
 

@@ -192,12 +192,13 @@ func TestDeletedWhileOpen(t *testing.T) {
 	}
 }
 
-// Opens are checked like open(2) and not logged.
+// Opens are checked like open(2); one that succeeds is logged, one that
+// fails is not, and neither waits for an fsync.
 func TestOpenChecksAccess(t *testing.T) {
 	srv, addr := openAndServe(t, Config{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
 	c := dialRaw(t, addr)
 	c.must(pb.Method_MKNOD, &pb.CreateRequest{Path: "/ro", Mode: engine.S_IFREG | 0o444}, nil)
-	records := srv.Stats().Records
+	records, syncs := srv.Stats().Records, srv.Stats().Syncs
 	other, err := rpc.Dial(addr, rpc.ClientConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -211,8 +212,11 @@ func TestOpenChecksAccess(t *testing.T) {
 	if st, _, err := other.Call(context.Background(), uint16(pb.Method_OPEN), rpc.Cred{UID: 7, GID: 7}, req); err != nil || st != 0 {
 		t.Fatalf("open for reading: %d %v", st, err)
 	}
-	if got := srv.Stats().Records; got != records {
-		t.Fatalf("opens wrote %d log records", got-records)
+	if got := srv.Stats().Records; got != records+1 {
+		t.Fatalf("opens wrote %d log records, want 1 (the one that succeeded)", got-records)
+	}
+	if got := srv.Stats().Syncs; got != syncs {
+		t.Fatalf("opens took %d fsyncs, want none", got-syncs)
 	}
 }
 
@@ -266,7 +270,7 @@ func TestRecoveryRebuildsDataState(t *testing.T) {
 	}
 	srv.Close() // the loops have stopped: the engine can be read here
 	inos = append(inos, gone...)
-	want := dataDigest(t, srv.eng, inos)
+	want := dataDigest(t, srv.apply.state.eng, inos)
 	for range 2 { // twice: recovery is deterministic and changes nothing on disk
 		r, err := recoverOffline(cfg)
 		if err != nil {
@@ -328,7 +332,7 @@ func waitCheckpoint(t *testing.T, c *rawClient, dir string, lsn uint64) {
 // A retried OPEN or CLOSE (same client, same call id) is answered from the
 // retry cache: it counts once.
 func TestRetriedOpenCloseCountOnce(t *testing.T) {
-	s := &Server{eng: engine.New(0, 1), cache: newRetryCache(16), sessions: make(sessions), log: slog.New(slog.DiscardHandler)}
+	s := &stateMachine{eng: engine.New(0, 1), cache: newRetryCache(16), sessions: make(sessions), log: slog.New(slog.DiscardHandler)}
 	f, err := s.eng.Mknod(engine.Root, s.eng.Root(), "f", engine.S_IFREG|0o644, 0, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -336,7 +340,9 @@ func TestRetriedOpenCloseCountOnce(t *testing.T) {
 	client := rpc.ClientID{7}
 	run := func(m pb.Method, req proto.Message, id uint64) uint32 {
 		o := &op{call: &rpc.Call{Client: client, ID: id}, method: m, req: req}
-		s.applySession(o, 3)
+		if _, err := s.applyOp(o, 3); err != nil {
+			t.Fatal(err)
+		}
 		return o.status
 	}
 	for range 2 {
@@ -358,7 +364,9 @@ func TestRetriedOpenCloseCountOnce(t *testing.T) {
 	if n := s.eng.Opens(f.Ino); n != 1 {
 		t.Fatalf("%d opens after a retried close, want 1", n)
 	}
-	s.releaseClient(client, 4)
+	if _, err := s.applyOp(&op{gone: true, client: client}, 4); err != nil {
+		t.Fatal(err)
+	}
 	if n := s.eng.Opens(f.Ino); n != 0 || len(s.sessions) != 0 {
 		t.Fatalf("after release: %d opens, %d sessions", n, len(s.sessions))
 	}

@@ -9,66 +9,43 @@ import (
 
 	pb "github.com/canopyfs/canopy/api/metapb"
 	"github.com/canopyfs/canopy/internal/engine"
+	"github.com/canopyfs/canopy/internal/protocol"
 )
 
-// newRequest returns an empty request message for method, or nil if the
-// method is unknown.
-func newRequest(m pb.Method) proto.Message {
-	switch m {
-	case pb.Method_NULL:
-		return &pb.NullRequest{}
-	case pb.Method_LOOKUP, pb.Method_UNLINK, pb.Method_RMDIR:
-		return &pb.EntryRequest{}
-	case pb.Method_GETATTR, pb.Method_READLINK, pb.Method_RESOLVE, pb.Method_STATFS,
-		pb.Method_SUMMARY, pb.Method_LISTXATTR:
-		return &pb.NodeRequest{}
-	case pb.Method_SETATTR:
-		return &pb.SetattrRequest{}
-	case pb.Method_MKDIR, pb.Method_MKNOD, pb.Method_SYMLINK:
-		return &pb.CreateRequest{}
-	case pb.Method_RENAME:
-		return &pb.RenameRequest{}
-	case pb.Method_LINK:
-		return &pb.LinkRequest{}
-	case pb.Method_READDIR:
-		return &pb.ReaddirRequest{}
-	case pb.Method_GETXATTR, pb.Method_SETXATTR, pb.Method_REMOVEXATTR:
-		return &pb.XattrRequest{}
-	case pb.Method_TABLES_GET:
-		return &pb.TablesRequest{}
-	case pb.Method_TABLES_UPDATE:
-		return &pb.TablesUpdate{}
-	case pb.Method_VOLUME, pb.Method_CLOSE:
-		return &pb.NodeRequest{}
-	case pb.Method_ALLOC_SLICES:
-		return &pb.AllocSlicesRequest{}
-	case pb.Method_COMMIT:
-		return &pb.CommitRequest{}
-	case pb.Method_READ_CHUNKS:
-		return &pb.ReadChunksRequest{}
-	case pb.Method_OPEN:
-		return &pb.OpenRequest{}
-	case pb.Method_COMPACT:
-		return &pb.CompactRequest{}
-	case pb.Method_LIST_GARBAGE, pb.Method_LIST_SLICES:
-		return &pb.ListSlicesRequest{}
-	case pb.Method_PURGE:
-		return &pb.PurgeRequest{}
+// methodClass says how the server handles a method.
+type methodClass uint8
+
+const (
+	classRead     methodClass = iota // applied by the apply stage, not logged (the default, also for unknown methods)
+	classMutation                    // applied, logged, and answered from the retry cache when retried
+	classSession                     // OPEN, CLOSE: applied, logged, counted per client (state.go)
+	classLock                        // answered by the RPC reader from the lock manager (dispatch_locks.go)
+	classLocal                       // answered by the RPC reader from no state at all (NULL, VOLUME)
+)
+
+// classOf says how the server handles m: the protocol's class of the
+// method (internal/protocol), except VOLUME, a read the server answers
+// from its configuration alone.
+func classOf(m pb.Method) methodClass {
+	if m == pb.Method_VOLUME {
+		return classLocal
 	}
-	return nil
+	switch protocol.ClassOf(m) {
+	case protocol.ClassMutation:
+		return classMutation
+	case protocol.ClassSession:
+		return classSession
+	case protocol.ClassLock:
+		return classLock
+	case protocol.ClassLocal:
+		return classLocal
+	}
+	return classRead
 }
 
 // isMutation reports whether method changes the namespace, and so is
 // logged and answered from the retry cache when retried.
-func isMutation(m pb.Method) bool {
-	switch m {
-	case pb.Method_SETATTR, pb.Method_MKDIR, pb.Method_MKNOD, pb.Method_UNLINK, pb.Method_RMDIR,
-		pb.Method_RENAME, pb.Method_LINK, pb.Method_SYMLINK, pb.Method_SETXATTR, pb.Method_REMOVEXATTR,
-		pb.Method_TABLES_UPDATE, pb.Method_ALLOC_SLICES, pb.Method_COMMIT, pb.Method_COMPACT, pb.Method_PURGE:
-		return true
-	}
-	return false
-}
+func isMutation(m pb.Method) bool { return classOf(m) == classMutation }
 
 // statusOf maps an engine error to the reply status: its errno, or EIO for
 // anything that is not one.
@@ -91,6 +68,11 @@ func apply(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Message, now 
 	reply, err := dispatch(e, c, m, req, now)
 	if err != nil {
 		return statusOf(err), errorDetail(err)
+	}
+	if classOf(m) == classMutation {
+		// The trash's collector runs with the logged operations, by their
+		// time, so that every replica frees the same hours (trash.go).
+		collectTrash(e, now)
 	}
 	return 0, reply
 }
@@ -128,9 +110,9 @@ func dispatch(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Message, n
 		}
 		switch m {
 		case pb.Method_MKDIR:
-			return attrReply(e.Mkdir(c, parent, name, r.Mode, now))
+			return attrReply(e.MkdirMasked(c, parent, name, r.Mode, r.Umask, now))
 		case pb.Method_MKNOD:
-			return attrReply(e.Mknod(c, parent, name, r.Mode, r.Rdev, now))
+			return attrReply(e.MknodMasked(c, parent, name, r.Mode, r.Rdev, r.Umask, now))
 		default:
 			return attrReply(e.Symlink(c, parent, name, r.Target, now))
 		}
@@ -185,11 +167,7 @@ func dispatch(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Message, n
 		}
 		return readdirReply(e.Readdir(c, ino, r.Cursor, int(min(r.Limit, 1<<16)), r.Attrs))
 	case pb.Method_STATFS:
-		s := e.Statfs()
-		return &pb.StatfsReply{
-			TotalBytes: s.TotalBytes, UsedBytes: s.UsedBytes, TotalInodes: s.TotalInodes,
-			UsedInodes: s.UsedInodes, BlockSize: s.BlockSize, MaxName: s.MaxName,
-		}, nil
+		return statfsReply(e, c, req), nil
 	case pb.Method_SUMMARY:
 		r := req.(*pb.NodeRequest)
 		ino, err := node(e, c, r.Ino, r.Path, !r.Nofollow)
@@ -223,6 +201,14 @@ func dispatch(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Message, n
 		return &pb.XattrListReply{Names: names}, err
 	case pb.Method_TABLES_GET, pb.Method_TABLES_UPDATE:
 		return dispatchTables(e, c, m, req)
+	case pb.Method_QUOTA_SET, pb.Method_QUOTA_GET, pb.Method_QUOTA_LIST, pb.Method_QUOTA_REMOVE, pb.Method_QUOTA_CHECK, pb.Method_QUOTA_REPAIR:
+		return dispatchQuota(e, c, m, req)
+	case pb.Method_TRASH_LIST, pb.Method_TRASH_RESTORE, pb.Method_TRASH_PURGE:
+		return dispatchTrash(e, c, m, req, now)
+	case pb.Method_XRENAME_PREPARE_SRC, pb.Method_XRENAME_PREPARE_DST, pb.Method_XRENAME_COMMIT_SRC,
+		pb.Method_XRENAME_COMMIT_DST, pb.Method_XRENAME_ABORT, pb.Method_XRENAME_FORGET,
+		pb.Method_XRENAME_STATE, pb.Method_XRENAME_LIST:
+		return dispatchXRename(e, c, m, req, now)
 	}
 	return dispatchData(e, c, m, req, now)
 }

@@ -13,7 +13,7 @@ import (
 // dispatchData applies the data path's calls (see docs/data.md). VOLUME
 // is answered by the RPC reader (volumeReply) and never gets here; OPEN
 // and CLOSE get here through the apply loop's session bookkeeping
-// (sessions.go).
+// (state.go).
 func dispatchData(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Message, now int64) (proto.Message, error) {
 	switch m {
 	case pb.Method_ALLOC_SLICES:
@@ -33,6 +33,13 @@ func dispatchData(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Messag
 			writes[i] = engine.SliceWrite{Chunk: w.Chunk, Slice: fromPBSlice(w.Slice)}
 		}
 		return attrReply(e.Commit(c, engine.Ino(r.Ino), writes, r.Size, r.MtimeNs, now))
+	case pb.Method_CONCAT:
+		r := req.(*pb.ConcatRequest)
+		srcs := make([]engine.Ino, len(r.Sources))
+		for i, s := range r.Sources {
+			srcs[i] = engine.Ino(s)
+		}
+		return attrReply(e.Concat(c, engine.Ino(r.Ino), srcs, now))
 	case pb.Method_READ_CHUNKS:
 		r := req.(*pb.ReadChunksRequest)
 		a, views, err := e.ReadChunks(engine.Ino(r.Ino), r.Chunk, r.Count)
@@ -90,8 +97,8 @@ func dispatchData(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Messag
 }
 
 // volumeReply answers VOLUME: where file data is stored and how it is cut.
-func (s *Server) volumeReply() *pb.VolumeReply {
-	return &pb.VolumeReply{Storage: s.cfg.Storage, ChunkSize: layout.ChunkSize, BlockSize: layout.BlockSize}
+func volumeReply(storage string) *pb.VolumeReply {
+	return &pb.VolumeReply{Storage: storage, ChunkSize: layout.ChunkSize, BlockSize: layout.BlockSize}
 }
 
 func listSlicesReply(e *engine.Engine, refs []engine.SliceRef, eof bool) *pb.ListSlicesReply {

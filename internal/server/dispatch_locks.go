@@ -1,32 +1,42 @@
 package server
 
 import (
+	"syscall"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/canopyfs/canopy/api/metapb"
+	"github.com/canopyfs/canopy/internal/locks"
 	"github.com/canopyfs/canopy/internal/rpc"
 )
 
-// isLockMethod reports whether m is one of the lock calls, which the RPC
-// reader answers from the lock table without the apply loop: locks are
-// not part of the logged namespace.
-func isLockMethod(m pb.Method) bool { return m >= pb.Method_GETLK && m <= pb.Method_HEARTBEAT }
+// File locks are kept by the lock manager (internal/locks), outside the
+// logged namespace; this file is its RPC glue.
 
-// serveLock answers a lock call on the RPC reader goroutine. A SETLKW
+// LockEOF is the last byte of a lock that runs to the end of the file
+// (the kernel's OFFSET_MAX).
+const LockEOF = locks.EOF
+
+// DefaultLockTimeout is how long a client holding locks may stay silent
+// (no lock call, no heartbeat) before it loses them.
+const DefaultLockTimeout = locks.DefaultTimeout
+
+// serveLock answers a lock call (classLock) on the RPC reader goroutine,
+// from the lock table and without the apply stage: locks are not part of
+// the logged namespace. A SETLKW
 // that has to wait is held in the lock table, with no goroutine of its
 // own, and answered when the lock is taken or the wait ends.
-func (s *Server) serveLock(c *rpc.Call, m pb.Method) {
+func serveLock(t *locks.Table, c *rpc.Call, m pb.Method) {
 	if m == pb.Method_HEARTBEAT {
 		var req pb.NodeRequest
 		if err := proto.Unmarshal(c.Payload, &req); err != nil {
 			c.Reply(rpc.StatusMalformed, nil)
 			return
 		}
-		lost, held := s.locks.heartbeat(c.Client)
+		lost, held := t.Heartbeat(locks.ClientID(c.Client))
 		data, _ := proto.Marshal(&pb.HeartbeatReply{
-			TimeoutMs: uint32(s.locks.timeout / time.Millisecond), LocksLost: lost, Locks: uint32(held),
+			TimeoutMs: uint32(t.Timeout() / time.Millisecond), LocksLost: lost, Locks: uint32(held),
 		})
 		c.Reply(0, data)
 		return
@@ -38,56 +48,37 @@ func (s *Server) serveLock(c *rpc.Call, m pb.Method) {
 	}
 	switch m {
 	case pb.Method_GETLK:
-		l, ok, err := s.locks.getlk(r)
+		l, ok, err := t.Get(r)
 		if err != nil {
 			c.Reply(statusOf(err), nil)
 			return
 		}
-		reply := &pb.LockReply{Type: lockUnlock}
+		reply := &pb.LockReply{Type: locks.Unlock}
 		if ok {
-			reply = &pb.LockReply{Type: l.typ, Start: l.start, End: l.end, Pid: l.pid}
+			reply = &pb.LockReply{Type: l.Type, Start: l.Start, End: l.End, Pid: l.Pid}
 		}
 		data, _ := proto.Marshal(reply)
 		c.Reply(0, data)
 	case pb.Method_SETLK:
-		c.Reply(statusOf(s.locks.setlk(r)), nil)
+		c.Reply(statusOf(t.Set(r)), nil)
 	case pb.Method_SETLKW:
 		wait := time.Duration(req.WaitMs) * time.Millisecond
-		s.locks.setlkw(r, req.Token, wait, func(status uint32) { c.Reply(status, nil) })
+		t.SetWait(r, req.Token, wait, func(errno syscall.Errno) { c.Reply(uint32(errno), nil) })
 	case pb.Method_LOCK_CANCEL:
-		s.locks.cancel(c.Client, req.Token)
+		t.Cancel(locks.ClientID(c.Client), req.Token)
 		c.Reply(0, nil)
 	}
 }
 
 // decodeLock decodes a lock call of client from the network. The request
-// is checked when the lock table takes it (lockReq.check).
-func decodeLock(client rpc.ClientID, payload []byte) (lockReq, *pb.LockRequest, error) {
+// is checked when the lock table takes it.
+func decodeLock(client rpc.ClientID, payload []byte) (locks.Request, *pb.LockRequest, error) {
 	var req pb.LockRequest
 	if err := proto.Unmarshal(payload, &req); err != nil {
-		return lockReq{}, nil, err
+		return locks.Request{}, nil, err
 	}
-	return lockReq{
-		ino: req.Ino, owner: lockOwner{client: client, owner: req.Owner}, typ: req.Type,
-		start: req.Start, end: req.End, pid: req.Pid, flock: req.Flock,
+	return locks.Request{
+		Ino: req.Ino, Owner: locks.Owner{Client: locks.ClientID(client), ID: req.Owner}, Type: req.Type,
+		Start: req.Start, End: req.End, Pid: req.Pid, Flock: req.Flock,
 	}, &req, nil
-}
-
-// expireLocks is the lock sweeper: it releases the locks of clients
-// silent for longer than the timeout, until the server stops.
-func (s *Server) expireLocks() {
-	defer s.loops.Done()
-	tick := time.NewTicker(max(s.locks.timeout/4, 10*time.Millisecond))
-	defer tick.Stop()
-	for {
-		select {
-		case <-s.stopped:
-			s.locks.stop()
-			return
-		case now := <-tick.C:
-			if n := s.locks.expire(now); n > 0 {
-				s.log.Info("locks of silent clients released", "clients", n, "timeout", s.locks.timeout)
-			}
-		}
-	}
 }

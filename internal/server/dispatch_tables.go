@@ -13,6 +13,7 @@ import (
 	pb "github.com/canopyfs/canopy/api/metapb"
 	"github.com/canopyfs/canopy/internal/engine"
 	"github.com/canopyfs/canopy/internal/mount"
+	"github.com/canopyfs/canopy/internal/protocol"
 	"github.com/canopyfs/canopy/internal/rpc"
 )
 
@@ -56,10 +57,11 @@ func tablesUpdate(r *pb.TablesUpdate) (engine.TablesUpdate, error) {
 		if m == nil {
 			continue
 		}
-		if m.Vpart >= mount.VirtualPartitions {
-			return u, fmt.Errorf("mount %q: vpart %d is out of range [0, %d): %w", m.Prefix, m.Vpart, mount.VirtualPartitions, syscall.EINVAL)
+		e, err := protocol.EntryFromWire(m)
+		if err != nil {
+			return u, err
 		}
-		u.SetMounts = append(u.SetMounts, mount.Entry{Prefix: m.Prefix, VPart: uint16(m.Vpart), Target: m.Target, ReadOnly: m.ReadOnly})
+		u.SetMounts = append(u.SetMounts, e)
 	}
 	for _, rt := range r.SetRoutes {
 		if rt == nil {
@@ -83,10 +85,7 @@ func tablesUpdate(r *pb.TablesUpdate) (engine.TablesUpdate, error) {
 // tablesReply converts tables to their wire form: mounts sorted by prefix,
 // routes by virtual partition.
 func tablesReply(t *engine.Tables) *pb.TablesReply {
-	r := &pb.TablesReply{Version: t.Version, Mounts: make([]*pb.MountEntry, len(t.Mounts.Entries))}
-	for i, m := range t.Mounts.Entries {
-		r.Mounts[i] = &pb.MountEntry{Prefix: m.Prefix, Vpart: uint32(m.VPart), Target: m.Target, ReadOnly: m.ReadOnly}
-	}
+	r := &pb.TablesReply{Version: t.Version, Mounts: protocol.EntriesToWire(t.Mounts.Entries)}
 	for vp, addrs := range t.Routes.Groups {
 		r.Routes = append(r.Routes, &pb.Route{Vpart: uint32(vp), Addrs: addrs})
 	}
@@ -135,24 +134,24 @@ func newTablesWatch(limit int) *tablesWatch {
 	return &tablesWatch{limit: limit, changed: make(chan struct{}), stopCh: make(chan struct{})}
 }
 
-// afterCommit runs on the committer for every operation of a durable
+// afterCommit runs in the reply stage for every operation of a durable
 // batch, before its reply is sent. It publishes successful table updates
 // and parks long polls that found the tables unchanged; it reports whether
 // it took over the call's reply.
-func (s *Server) afterCommit(o *op) bool {
+func (r *replier) afterCommit(o *op) bool {
 	if o.status != 0 {
 		return false
 	}
 	switch o.method {
 	case pb.Method_TABLES_UPDATE:
-		if r, ok := o.reply.(*pb.TablesReply); ok {
-			s.watch.publish(r)
+		if tables, ok := o.reply.(*pb.TablesReply); ok {
+			r.watch.publish(tables)
 		}
 	case pb.Method_TABLES_GET:
 		req, _ := o.req.(*pb.TablesRequest)
 		reply, ok := o.reply.(*pb.TablesReply)
 		if ok && req != nil && req.WaitMs > 0 && req.KnownVersion == reply.Version {
-			s.watch.park(o.call, reply, min(time.Duration(req.WaitMs)*time.Millisecond, maxTableWait))
+			r.watch.park(o.call, reply, min(time.Duration(req.WaitMs)*time.Millisecond, maxTableWait))
 			return true
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	pb "github.com/canopyfs/canopy/api/metapb"
 	"github.com/canopyfs/canopy/internal/engine"
 	"github.com/canopyfs/canopy/internal/mount"
+	"github.com/canopyfs/canopy/internal/protocol"
 )
 
 // FuzzApply feeds arbitrary method numbers, payloads and identities
@@ -86,7 +87,7 @@ func FuzzApply(f *testing.F) {
 			t.Fatal(err)
 		}
 		m := pb.Method(method)
-		req := newRequest(m)
+		req := protocol.NewRequest(m)
 		if req == nil || proto.Unmarshal(payload, req) != nil {
 			return
 		}

@@ -9,46 +9,46 @@ import "time"
 // IdleRound before the next one starts, so "idle" means unused for at
 // least that long, and a quiet server does not spin.
 //
-// The state here (Server.idlePause, Server.idleTimer) belongs to the apply
-// loop.
+// The state here (applier.idlePause, idleTimer, idleBusy) belongs to the
+// apply loop.
 
 // idleStep runs one step of the idle sweep if one is due. more reports
 // that another step is due right away; otherwise wake, if not nil, fires
 // when one is.
-func (s *Server) idleStep() (wake <-chan time.Time, more bool) {
-	if s.cfg.CompactEveryBatch {
+func (a *applier) idleStep() (wake <-chan time.Time, more bool) {
+	if a.cfg.CompactEveryBatch {
 		return nil, false // the apply loop packs after every batch
 	}
 	now := time.Now()
-	if now.Before(s.idlePause) {
-		return s.idleWake(s.idlePause.Sub(now)), false
+	if now.Before(a.idlePause) {
+		return a.idleWake(a.idlePause.Sub(now)), false
 	}
-	round := s.eng.IdleRounds()
-	work := s.eng.CompactIdle(s.cfg.IdleBudget)
+	round := a.state.eng.IdleRounds()
+	work := a.state.eng.CompactIdle(a.cfg.IdleBudget)
 	if work == 0 {
-		if s.idleBusy {
-			s.idleBusy = false
-			s.freed() // the sweep has packed what it could
+		if a.idleBusy {
+			a.idleBusy = false
+			a.freed() // the sweep has packed what it could
 		}
 		return nil, false // asleep until an operation uses a directory
 	}
-	s.idleBusy = true
-	s.metrics.idleSeconds.Observe(since(now))
-	s.metrics.idleWork.Add(float64(work))
-	s.storeGauges()
-	if s.eng.IdleRounds() != round {
-		s.idlePause = now.Add(s.cfg.IdleRound)
-		return s.idleWake(s.cfg.IdleRound), false
+	a.idleBusy = true
+	a.metrics.idleSeconds.Observe(since(now))
+	a.metrics.idleWork.Add(float64(work))
+	a.storeGauges()
+	if a.state.eng.IdleRounds() != round {
+		a.idlePause = now.Add(a.cfg.IdleRound)
+		return a.idleWake(a.cfg.IdleRound), false
 	}
 	return nil, true
 }
 
 // idleWake returns a channel that fires after d, reusing one timer.
-func (s *Server) idleWake(d time.Duration) <-chan time.Time {
-	if s.idleTimer == nil {
-		s.idleTimer = time.NewTimer(d)
+func (a *applier) idleWake(d time.Duration) <-chan time.Time {
+	if a.idleTimer == nil {
+		a.idleTimer = time.NewTimer(d)
 	} else {
-		s.idleTimer.Reset(d)
+		a.idleTimer.Reset(d)
 	}
-	return s.idleTimer.C
+	return a.idleTimer.C
 }

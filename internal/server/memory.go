@@ -11,7 +11,7 @@ import (
 // back, slowly. The two moments that free much at once are a checkpoint
 // written (its encoded body goes) and the idle sweep finishing a round
 // that packed directories (their entry buffers and indexes go). After
-// either, when Config.ReleaseMemory is set, releaseLoop returns what is
+// either, when Config.ReleaseMemory is set, the releaser returns what is
 // free to the operating system (debug.FreeOSMemory), at most once every
 // releaseEvery, on its own goroutine: the collection it forces runs
 // alongside the apply loop.
@@ -19,31 +19,38 @@ import (
 // releaseEvery is the least time between two releases.
 const releaseEvery = 10 * time.Second
 
-// freed tells releaseLoop that memory was freed; it never blocks.
-func (s *Server) freed() {
-	if !s.cfg.ReleaseMemory {
+// releaser is the memory releaser's goroutine (run): it returns freed
+// memory to the operating system when told to, until the server stops.
+// The apply stage and the checkpointer tell it through freed.
+type releaser struct {
+	enabled bool            // Config.ReleaseMemory
+	wake    chan struct{}   // memory was freed; one pending signal at most
+	stopped <-chan struct{} // closed when the server stops
+}
+
+// freed tells the releaser that memory was freed; it never blocks.
+func (r *releaser) freed() {
+	if !r.enabled {
 		return
 	}
 	select {
-	case s.release <- struct{}{}:
+	case r.wake <- struct{}{}:
 	default:
 	}
 }
 
-// releaseLoop returns freed memory to the operating system when told to,
-// until the server stops.
-func (s *Server) releaseLoop() {
-	defer s.loops.Done()
+// run is the releaser's loop.
+func (r *releaser) run() {
 	var last time.Time
 	for {
 		select {
-		case <-s.stopped:
+		case <-r.stopped:
 			return
-		case <-s.release:
+		case <-r.wake:
 		}
 		if wait := releaseEvery - time.Since(last); wait > 0 {
 			select {
-			case <-s.stopped:
+			case <-r.stopped:
 				return
 			case <-time.After(wait):
 			}

@@ -14,6 +14,7 @@ type metrics struct {
 	commitSeconds  prometheus.Histogram
 	recordsPerSync prometheus.Histogram
 	ckptSeconds    prometheus.Histogram
+	ckptPause      prometheus.Histogram
 	idleSeconds    prometheus.Histogram
 	idleWork       prometheus.Counter
 	busy           *prometheus.CounterVec
@@ -22,10 +23,15 @@ type metrics struct {
 // latencyBuckets span 1 µs to about 4 s.
 var latencyBuckets = prometheus.ExponentialBuckets(1e-6, 2, 23)
 
+// pauseBuckets span 100 µs to 10 s, in steps of 1, 2.5 and 5.
+var pauseBuckets = []float64{
+	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+}
+
 // countBuckets span 1 to 4096.
 var countBuckets = prometheus.ExponentialBuckets(1, 2, 13)
 
-func newMetrics(s *Server, reg prometheus.Registerer) *metrics {
+func newMetrics(s *Server, sm *stateMachine, reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		batchOps: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "canopy_meta_batch_operations", Buckets: countBuckets,
@@ -45,7 +51,11 @@ func newMetrics(s *Server, reg prometheus.Registerer) *metrics {
 		}),
 		ckptSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "canopy_meta_checkpoint_encode_seconds", Buckets: latencyBuckets,
-			Help: "Time the apply loop was held encoding a checkpoint of the namespace.",
+			Help: "Time the checkpointer spent encoding a checkpoint of the namespace, off the apply loop.",
+		}),
+		ckptPause: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "canopy_meta_checkpoint_pause_seconds", Buckets: pauseBuckets,
+			Help: "Time the apply loop was held taking a checkpoint: freezing the namespace and encoding the retry cache.",
 		}),
 		idleSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "canopy_meta_idle_step_seconds", Buckets: latencyBuckets,
@@ -63,7 +73,7 @@ func newMetrics(s *Server, reg prometheus.Registerer) *metrics {
 	if reg == nil {
 		return m
 	}
-	reg.MustRegister(m.batchOps, m.applySeconds, m.commitSeconds, m.recordsPerSync, m.ckptSeconds, m.idleSeconds, m.idleWork, m.busy)
+	reg.MustRegister(m.batchOps, m.applySeconds, m.commitSeconds, m.recordsPerSync, m.ckptSeconds, m.ckptPause, m.idleSeconds, m.idleWork, m.busy)
 	for class, q := range map[string]chan *op{"read": s.reads, "write": s.writes} {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "canopy_meta_queue_length", ConstLabels: prometheus.Labels{"class": class},
@@ -76,7 +86,7 @@ func newMetrics(s *Server, reg prometheus.Registerer) *metrics {
 	}{
 		{"canopy_meta_log_syncs_total", "Fsyncs of the transaction log.", s.stats.syncs.Load},
 		{"canopy_meta_log_records_total", "Mutations written to the transaction log.", s.stats.records.Load},
-		{"canopy_meta_retry_cache_hits_total", "Retried mutations answered from the retry cache instead of being applied again.", s.stats.retryHits.Load},
+		{"canopy_meta_retry_cache_hits_total", "Retried mutations answered from the retry cache instead of being applied again.", sm.retryHits.Load},
 		{"canopy_meta_dir_inflations_total", "Packed directories inflated because an operation used them.", s.stats.inflated.Load},
 	}
 	for _, c := range counters {
@@ -95,8 +105,8 @@ func newMetrics(s *Server, reg prometheus.Registerer) *metrics {
 		{"canopy_meta_open_files", "Files open by clients (opens counted once per file).", s.stats.openFiles.Load},
 		{"canopy_meta_orphans", "Files kept open after their last link went.", s.stats.orphans.Load},
 		{"canopy_meta_packed_dirs", "Directories the idle sweep holds compressed.", s.stats.packed.Load},
-		{"canopy_meta_file_locks", "File locks held (POSIX ranges and flocks).", func() int64 { l, _, _ := s.locks.stats(); return int64(l) }},
-		{"canopy_meta_lock_waits", "SETLKW calls waiting for a lock.", func() int64 { _, w, _ := s.locks.stats(); return int64(w) }},
+		{"canopy_meta_file_locks", "File locks held (POSIX ranges and flocks).", func() int64 { l, _, _ := s.locks.Stats(); return int64(l) }},
+		{"canopy_meta_lock_waits", "SETLKW calls waiting for a lock.", func() int64 { _, w, _ := s.locks.Stats(); return int64(w) }},
 	}
 	for _, g := range gauges {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: g.name, Help: g.help},
@@ -105,7 +115,7 @@ func newMetrics(s *Server, reg prometheus.Registerer) *metrics {
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "canopy_meta_lock_sessions_expired_total",
 		Help: "Clients that lost their file locks by staying silent past the lock timeout.",
-	}, func() float64 { _, _, n := s.locks.stats(); return float64(n) }))
+	}, func() float64 { _, _, n := s.locks.Stats(); return float64(n) }))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "canopy_meta_log_lsn",
 		Help: "Sequence number of the last record written to the transaction log.",

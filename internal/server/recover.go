@@ -1,10 +1,6 @@
 package server
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -14,105 +10,105 @@ import (
 
 	pb "github.com/canopyfs/canopy/api/metapb"
 	"github.com/canopyfs/canopy/internal/engine"
+	"github.com/canopyfs/canopy/internal/vfs"
 	"github.com/canopyfs/canopy/internal/wal"
 )
 
-// maxCachedReply bounds one retry-cache reply read from a checkpoint.
-const maxCachedReply = 1 << 20
+// recovered is a partition brought back from its directory: the state
+// machine at the end of the log, the log open for appending, and the
+// checkpoint recovery started from.
+type recovered struct {
+	*stateMachine
+	wal     *wal.Log
+	ckptLSN uint64
+}
 
-// recover loads the newest checkpoint (or creates and checkpoints an empty
-// namespace), opens the log and replays the records after the checkpoint.
-func (s *Server) recover() error {
-	fs, dir := s.cfg.FS, s.logDir()
+// recoverState loads the newest checkpoint in cfg.Dir (or creates and
+// checkpoints an empty namespace), opens the log and replays the records
+// after the checkpoint. It runs before any of the server's goroutines.
+func recoverState(cfg *Config) (*recovered, error) {
+	fs, dir, log := cfg.FS, filepath.Clean(cfg.Dir), cfg.Logger
 	if err := fs.MkdirAll(dir); err != nil {
-		return fmt.Errorf("create %s: %w", dir, err)
+		return nil, fmt.Errorf("create %s: %w", dir, err)
 	}
 	// Make the directory's own entry durable, or a crash could lose it
 	// with everything logged inside.
 	if err := fs.SyncDir(filepath.Dir(dir)); err != nil {
-		return fmt.Errorf("sync %s: %w", filepath.Dir(dir), err)
+		return nil, fmt.Errorf("sync %s: %w", filepath.Dir(dir), err)
 	}
+	sm := newStateMachine(cfg.RetryCacheSize, cfg.RetryCacheTTL, log)
+	sm.trashDays = cfg.TrashDays
 	start := time.Now()
 	lsn, body, ok, err := wal.OpenCheckpoint(fs, dir)
 	if err != nil {
-		return fmt.Errorf("open checkpoint in %s: %w", dir, err)
+		return nil, fmt.Errorf("open checkpoint in %s: %w", dir, err)
 	}
 	if ok {
-		err = s.decodeState(body)
+		err = sm.decodeState(body)
 		body.Close()
 		if err != nil {
-			return fmt.Errorf("load checkpoint %d in %s: %w", lsn, dir, err)
+			return nil, fmt.Errorf("load checkpoint %d in %s: %w", lsn, dir, err)
 		}
 	} else {
-		s.eng = engine.New(s.cfg.Partition, s.cfg.Clock())
-		if err := s.writeCheckpoint(&checkpointJob{lsn: 0, body: s.mustEncodeState()}); err != nil {
-			return fmt.Errorf("format %s: %w", dir, err)
+		sm.eng = engine.New(cfg.Partition, cfg.Clock())
+		sm.eng.SetTrashDays(sm.trashDays)
+		if err := writeCheckpoint(fs, dir, &checkpointJob{lsn: 0, body: sm.mustEncodeState()}); err != nil {
+			return nil, fmt.Errorf("format %s: %w", dir, err)
 		}
 	}
-	if s.eng.Partition() != s.cfg.Partition {
-		return fmt.Errorf("%s holds partition %d, not %d", dir, s.eng.Partition(), s.cfg.Partition)
+	if sm.eng.Partition() != cfg.Partition {
+		return nil, fmt.Errorf("%s holds partition %d, not %d", dir, sm.eng.Partition(), cfg.Partition)
 	}
-	if s.wal, err = wal.Open(fs, dir, wal.Options{Logger: s.log}); err != nil {
-		return fmt.Errorf("open log in %s: %w", dir, err)
+	l, err := wal.Open(fs, dir, wal.Options{Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("open log in %s: %w", dir, err)
 	}
-	if s.wal.LastLSN() < lsn {
-		return fmt.Errorf("log in %s ends at %d, before checkpoint %d", dir, s.wal.LastLSN(), lsn)
+	if l.LastLSN() < lsn {
+		return nil, fmt.Errorf("log in %s ends at %d, before checkpoint %d", dir, l.LastLSN(), lsn)
 	}
-	// Open counts are not logged, so a later record may name a file that
-	// was kept open when its last link went: such files are kept through
-	// the replay (replayRecord), then freed, since nobody has a file open
-	// after a restart.
 	loaded := time.Now()
-	if err := s.wal.Replay(lsn, s.replayRecord); err != nil {
-		s.wal.Close()
-		return fmt.Errorf("replay log in %s: %w", dir, err)
+	sm.nextLSN = lsn + 1
+	if err := l.Replay(lsn, sm.replayRecord); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("replay log in %s: %w", dir, err)
 	}
-	s.lastNow = max(s.lastNow, s.cfg.Clock())
-	s.eng.ReleaseOrphans(s.lastNow)
-	s.nextLSN = s.wal.LastLSN() + 1
-	s.ckptLSN = lsn
-	s.log.Info("recovered", "dir", dir, "nodes", s.eng.Len(), "checkpoint_lsn", lsn,
-		"replayed", s.wal.LastLSN()-lsn, "checkpoint_seconds", loaded.Sub(start).Seconds(),
+	sm.nextLSN = l.LastLSN() + 1
+	// A restart ends every session: the first record of the new run says
+	// so, and frees the files that were open when they lost their last
+	// link. Replaying it frees them again, identically.
+	if sm.needsRestartRecord() {
+		if err := sm.logRestart(l, cfg.Clock()); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("log restart in %s: %w", dir, err)
+		}
+	}
+	log.Info("recovered", "dir", dir, "nodes", sm.eng.Len(), "checkpoint_lsn", lsn,
+		"replayed", l.LastLSN()-lsn, "checkpoint_seconds", loaded.Sub(start).Seconds(),
 		"replay_seconds", time.Since(loaded).Seconds())
-	return nil
+	return &recovered{stateMachine: sm, wal: l, ckptLSN: lsn}, nil
 }
 
-// replayRecord applies one logged mutation again, rebuilding the retry
-// cache entry it made.
-func (s *Server) replayRecord(lsn uint64, data []byte) error {
-	var rec pb.LogRecord
-	if err := proto.Unmarshal(data, &rec); err != nil {
-		return fmt.Errorf("record %d: %w", lsn, err)
+// logRestart applies and logs the record that ends every session before
+// the restart, at the local clock (never earlier than the log's), and
+// syncs it before anything is served.
+func (sm *stateMachine) logRestart(l *wal.Log, now int64) error {
+	rec := &pb.LogRecord{TimeNs: sm.clock(now), SessionEnd: pb.SessionEnd_SESSION_END_ALL}
+	if _, _, err := sm.Apply(rec, nil); err != nil {
+		return err
 	}
-	m := pb.Method(rec.Method)
-	req := newRequest(m)
-	if req == nil || !isMutation(m) {
-		return fmt.Errorf("record %d: method %d is not a mutation", lsn, rec.Method)
+	data, err := proto.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode restart record: %w", err)
 	}
-	if err := proto.Unmarshal(rec.Request, req); err != nil {
-		return fmt.Errorf("record %d: request: %w", lsn, err)
+	if _, err := l.Append(data); err != nil {
+		return err
 	}
-	cred := engine.Cred{UID: rec.Uid, GID: rec.Gid, Groups: rec.Groups}
-	s.eng.HoldOrphans(rec.KeptOpen)
-	status, reply := apply(s.eng, cred, m, req, rec.TimeNs)
-	s.eng.HoldOrphans(false)
-	if status != 0 {
-		// Only mutations that succeeded are logged; one that fails on
-		// replay means the state diverged from what was acknowledged.
-		return fmt.Errorf("record %d: %s failed on replay: errno %d", lsn, m, status)
-	}
-	s.lastNow = max(s.lastNow, rec.TimeNs)
-	var key callKey
-	if copy(key.client[:], rec.ClientId) == len(key.client) {
-		key.call = rec.CallId
-		s.cache.put(key, outcome{method: m, status: status, reply: reply})
-	}
-	return nil
+	return l.Sync()
 }
 
 // writeCheckpoint writes an encoded checkpoint to disk.
-func (s *Server) writeCheckpoint(job *checkpointJob) error {
-	return wal.WriteCheckpoint(s.cfg.FS, s.logDir(), job.lsn, func(w io.Writer) error {
+func writeCheckpoint(fs vfs.FS, dir string, job *checkpointJob) error {
+	return wal.WriteCheckpoint(fs, dir, job.lsn, func(w io.Writer) error {
 		for _, part := range job.body {
 			if _, err := w.Write(part); err != nil {
 				return err
@@ -122,90 +118,10 @@ func (s *Server) writeCheckpoint(job *checkpointJob) error {
 	})
 }
 
-func (s *Server) mustEncodeState() [][]byte {
-	body, err := s.encodeState()
-	if err != nil {
-		panic(fmt.Sprintf("encode empty namespace: %v", err))
-	}
-	return body
-}
-
-// encodeState encodes the checkpoint body, in parts to be written one
-// after the other: the engine's namespace, length prefixed, then the
-// retry cache. The namespace's buffer starts at the size of the last one,
-// so that it is not copied as it grows, nor once more into the body.
-func (s *Server) encodeState() ([][]byte, error) {
-	ns := bytes.NewBuffer(make([]byte, 0, s.lastNamespaceSize+s.lastNamespaceSize/8))
-	if err := s.eng.WriteCheckpoint(ns); err != nil {
-		return nil, err
-	}
-	s.lastNamespaceSize = ns.Len()
-	var tail bytes.Buffer
-	tail.Grow(16 + s.cache.len()*64)
-	tail.Write(binary.AppendUvarint(nil, uint64(s.cache.len())))
-	var err error
-	s.cache.each(func(k callKey, o outcome) {
-		var reply []byte
-		if o.reply != nil && err == nil {
-			reply, err = proto.Marshal(o.reply)
-		}
-		tail.Write(k.client[:])
-		tail.Write(binary.AppendUvarint(nil, k.call))
-		tail.Write(binary.AppendUvarint(nil, uint64(o.status)))
-		tail.Write(binary.AppendUvarint(nil, uint64(o.method)))
-		tail.Write(binary.AppendUvarint(nil, uint64(len(reply))))
-		tail.Write(reply)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return [][]byte{binary.AppendUvarint(nil, uint64(ns.Len())), ns.Bytes(), tail.Bytes()}, nil
-}
-
-// decodeState reads what encodeState wrote.
-func (s *Server) decodeState(r io.Reader) error {
-	br := bufio.NewReaderSize(r, 256<<10)
-	nsLen, err := binary.ReadUvarint(br)
-	if err != nil {
-		return fmt.Errorf("namespace length: %w", err)
-	}
-	if s.eng, err = engine.Load(io.LimitReader(br, int64(nsLen))); err != nil {
-		return err
-	}
-	count, err := binary.ReadUvarint(br)
-	if err != nil {
-		return fmt.Errorf("retry cache: %w", err)
-	}
-	for range count {
-		var k callKey
-		if _, err := io.ReadFull(br, k.client[:]); err != nil {
-			return fmt.Errorf("retry cache: %w", err)
-		}
-		var vals [4]uint64 // call id, status, method, reply length
-		for i := range vals {
-			if vals[i], err = binary.ReadUvarint(br); err != nil {
-				return fmt.Errorf("retry cache: %w", err)
-			}
-		}
-		k.call = vals[0]
-		o := outcome{status: uint32(vals[1]), method: pb.Method(vals[2])}
-		if vals[3] > maxCachedReply {
-			return errors.New("retry cache: oversize reply")
-		}
-		if vals[3] > 0 {
-			data := make([]byte, vals[3])
-			if _, err := io.ReadFull(br, data); err != nil {
-				return fmt.Errorf("retry cache: %w", err)
-			}
-			// Any method's reply: kept as unknown fields of an empty
-			// message, which encodes them again byte for byte.
-			reply := &pb.Empty{}
-			if err := proto.Unmarshal(data, reply); err != nil {
-				return fmt.Errorf("retry cache: %w", err)
-			}
-			o.reply = reply
-		}
-		s.cache.put(k, o)
-	}
-	return nil
+// recoverOffline recovers the partition in cfg.Dir without starting any
+// goroutine, so the caller may read its engine directly (and must close
+// its log).
+func recoverOffline(cfg Config) (*recovered, error) {
+	cfg.setDefaults()
+	return recoverState(&cfg)
 }

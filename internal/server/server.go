@@ -17,6 +17,7 @@ import (
 
 	pb "github.com/canopyfs/canopy/api/metapb"
 	"github.com/canopyfs/canopy/internal/engine"
+	"github.com/canopyfs/canopy/internal/locks"
 	"github.com/canopyfs/canopy/internal/rpc"
 	"github.com/canopyfs/canopy/internal/vfs"
 	"github.com/canopyfs/canopy/internal/wal"
@@ -30,9 +31,13 @@ type Config struct {
 	QueueSize       int                   // operations of each class (read, write) waiting for the apply loop; default 8192
 	ReadShare       int                   // of every 10 operations the apply loop takes while both classes wait, how many are reads; default 7
 	MaxBatch        int                   // operations applied per batch; default 4096
-	RetryCacheSize  int                   // mutations remembered for retries; default 65536
+	RetryCacheSize  int                   // logged calls remembered for retries; default 65536
+	RetryCacheTTL   time.Duration         // and for how long, by the records' clock; default 15 min (part of the state: alike on every replica)
 	CheckpointEvery int                   // log records between checkpoints; default 1,000,000
 	Secret          string                // shared secret clients must present; "" = none
+	RequireToken    bool                  // refuse clients that present no credential token (see access.go)
+	AuditLog        string                // file the audit log is appended to (audit.go); "" = none
+	AuditMaxBytes   int64                 // rotate the audit log at this size; default 64 MiB
 	Logger          *slog.Logger          // default slog.Default()
 	Clock           func() int64          // nanoseconds since the epoch; default time.Now
 	Metrics         prometheus.Registerer // where to register the server's metrics; nil = nowhere
@@ -40,6 +45,11 @@ type Config struct {
 	TableWatches    int                   // long-polling TABLES_GET calls parked at once; default 1024
 	Storage         string                // object store URL that VOLUME tells clients (object.Open), without secrets
 	LockTimeout     time.Duration         // a client holding file locks and silent this long loses them; default 10 s
+	// TrashDays keeps what removals free in each partition's /.trash for
+	// that many days (engine/trash.go); 0, the default here, frees at
+	// once. `canopy meta` and `canopy up` default to 1. Every replica of
+	// a partition must use the same value.
+	TrashDays int
 
 	// The idle sweep packs directories unused for a while (idle.go).
 	IdleBudget        int           // work per step (entries packed plus directories visited); default 1000
@@ -50,6 +60,25 @@ type Config struct {
 	// checkpoint is written and when the idle sweep has packed what it
 	// could, at most every 10 s (memory.go).
 	ReleaseMemory bool
+
+	// Peers, when set, makes the partition one replica of a Raft group
+	// (replicated.go): every replica of the group, this one included,
+	// which ReplicaID names. The same Peers on every replica; the first
+	// start of an empty directory bootstraps the group.
+	Peers     []Peer
+	ReplicaID uint64
+	RaftTick  time.Duration // Raft's clock; 0 = 50 ms (a leader is suspected after 10 to 20 ticks)
+	// Entries applied between snapshots, and kept in the log before one
+	// for followers a little behind; 0 = 10000 and 1000.
+	RaftSnapshotEntries, RaftCatchUpEntries uint64
+	// RaftJoin starts an empty replica that waits to be added to an
+	// existing group (GROUP_ADD) instead of bootstrapping one.
+	RaftJoin bool
+	// RaftReadIndex makes the leader confirm every batch of reads with a
+	// ReadIndex round of heartbeats; by default it answers them under a
+	// leader lease while a quorum's last confirmation is recent enough
+	// (which assumes bounded clock drift; docs/replication.md).
+	RaftReadIndex bool
 }
 
 func (c *Config) setDefaults() {
@@ -67,6 +96,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.RetryCacheSize <= 0 {
 		c.RetryCacheSize = 65536
+	}
+	if c.RetryCacheTTL <= 0 {
+		c.RetryCacheTTL = 15 * time.Minute
 	}
 	if c.IdleBudget <= 0 {
 		c.IdleBudget = 1000
@@ -90,38 +122,30 @@ func (c *Config) setDefaults() {
 // nothing more. Restarting recovers the durable state.
 var ErrFailed = errors.New("metadata server failed")
 
-// Server is a running metadata server.
+// Server is a running metadata server: the stages of stages.go, wired
+// together. The Server itself owns no state a stage uses; it starts the
+// stages' goroutines, and stops them in order (stopLoops).
 type Server struct {
 	cfg Config
 	log *slog.Logger
 	rpc *rpc.Server
 
-	// Owned by the apply loop (and by Open before the loop starts).
-	eng               *engine.Engine
-	cache             *retryCache
-	sessions          sessions // files open per client
-	nextLSN           uint64   // the LSN the next log record will get
-	lastNow           int64
-	sinceCkpt         int
-	ckptLSN           uint64      // the checkpoint recovery started from; read by the checkpointer at start
-	lastNamespaceSize int         // bytes of the namespace in the last checkpoint encoded
-	idlePause         time.Time   // no idle sweep round starts before this; see idle.go
-	idleTimer         *time.Timer // wakes the apply loop for the next round
-	idleBusy          bool        // the last idle step did work
+	intake  *intake       // decode and queue, on the RPC readers
+	apply   *applier      // the apply loop and the state machine it owns
+	commit  *committer    // the committer and the log it owns
+	replies *replier      // reply, on the committer's goroutine
+	ckpt    *checkpointer // writes checkpoints
+	release *releaser     // returns freed memory to the operating system
+	repl    *replicated   // the replicated mode's stages, instead of apply, commit, replies, ckpt; nil without peers
 
-	// Owned by the committer.
-	wal *wal.Log
-
-	reads    chan *op            // RPC readers -> apply loop: queries
-	writes   chan *op            // RPC readers -> apply loop: mutations
-	commits  chan *batch         // apply loop -> committer
-	ckpts    chan *checkpointJob // committer -> checkpointer
-	release  chan struct{}       // apply loop, checkpointer -> releaseLoop: memory was freed
-	truncs   chan uint64         // checkpointer -> committer
-	ckptBusy atomic.Bool         // a checkpoint is being written
-
+	wal   *wal.Log     // the committer's; closed by stopLoops once the committer ended
 	watch *tablesWatch // parked TABLES_GET long polls; see dispatch_tables.go
-	locks *lockTable   // file locks per client session; see locks.go
+	locks *locks.Table // file locks per client session (internal/locks)
+	audit *auditLog    // nil without Config.AuditLog; closed by stopLoops
+
+	reads    chan *op    // intake -> applier: everything but mutations
+	writes   chan *op    // intake -> applier: mutations
+	ckptBusy atomic.Bool // a checkpoint is being encoded or written
 
 	stats   stats
 	metrics *metrics
@@ -134,44 +158,104 @@ type Server struct {
 }
 
 // Open recovers the partition stored in cfg.Dir (creating an empty one if
-// there is none) and starts the apply loop, committer and checkpointer. It
-// does not listen: call Serve.
+// there is none) and starts the apply loop, committer, checkpointer, lock
+// sweeper and memory releaser. It does not listen: call Serve.
 func Open(cfg Config) (*Server, error) {
 	cfg.setDefaults()
 	s := &Server{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		cache:    newRetryCache(cfg.RetryCacheSize),
-		sessions: make(sessions),
-		reads:    make(chan *op, cfg.QueueSize),
-		writes:   make(chan *op, cfg.QueueSize),
-		commits:  make(chan *batch, 1),
-		ckpts:    make(chan *checkpointJob, 1),
-		release:  make(chan struct{}, 1),
-		truncs:   make(chan uint64, 1),
-		stopped:  make(chan struct{}),
-		failed:   make(chan struct{}),
-		watch:    newTablesWatch(cfg.TableWatches),
-		locks:    newLockTable(cfg.LockTimeout, nil),
+		cfg:     cfg,
+		log:     cfg.Logger,
+		reads:   make(chan *op, cfg.QueueSize),
+		writes:  make(chan *op, cfg.QueueSize),
+		stopped: make(chan struct{}),
+		failed:  make(chan struct{}),
+		watch:   newTablesWatch(cfg.TableWatches),
+		locks:   locks.New(cfg.LockTimeout, nil),
 	}
-	if err := s.recover(); err != nil {
+	if len(cfg.Peers) > 0 {
+		var err error
+		if s.audit, err = openAudit(cfg.AuditLog, cfg.AuditMaxBytes, 0, s.log); err != nil {
+			return nil, err
+		}
+		s.intake = &intake{reads: s.reads, writes: s.writes, failed: s.failed, stopped: s.stopped,
+			locks: s.locks, leases: newLeaseTable(), storage: cfg.Storage, log: s.log, group: s.groupReply}
+		if err := openReplicated(s); err != nil {
+			return nil, err
+		}
+		s.rpc = rpc.NewServer(rpc.HandlerFunc(s.intake.serveCall), rpc.ServerConfig{
+			Secret: cfg.Secret, TLS: cfg.TLS, Logger: cfg.Logger, Metrics: cfg.Metrics,
+			Authenticate: s.intake.access.authenticate, AuthenticateCert: s.intake.access.authenticateCert,
+			MethodName:   func(m uint16) string { return strings.ToLower(pb.Method(m).String()) },
+			OnClientGone: s.intake.clientGone,
+		})
+		s.intake.connected = s.rpc.Connected
+		return s, nil
+	}
+	r, err := recoverState(&s.cfg)
+	if err != nil {
 		return nil, err
 	}
-	s.metrics = newMetrics(s, cfg.Metrics)
-	s.storeGauges()
-	s.stats.lsn.Store(s.nextLSN - 1)
-	s.rpc = rpc.NewServer(rpc.HandlerFunc(s.serveCall), rpc.ServerConfig{
+	if s.audit, err = openAudit(cfg.AuditLog, cfg.AuditMaxBytes, 0, s.log); err != nil {
+		r.wal.Close()
+		return nil, err
+	}
+	s.wal = r.wal
+	s.metrics = newMetrics(s, r.stateMachine, cfg.Metrics)
+	s.stats.storeGauges(r.stateMachine)
+	s.stats.lsn.Store(r.nextLSN - 1)
+
+	commits := make(chan *batch, 1)       // applier -> committer
+	ckpts := make(chan *checkpointJob, 1) // committer -> checkpointer
+	truncs := make(chan uint64, 1)        // checkpointer -> committer
+	// checkpointer and dump encoders -> applier: one checkpoint and
+	// maxDumps dumps may be encoding at once, and a frozen view the
+	// applier has not yet taken back may wait beside each.
+	thaw := make(chan *engine.Frozen, 2+maxDumps)
+	dumps := newDumpTable(thaw, s.stopped, s.log)
+	r.setOps(s.locks, s.cfg.Dir, dumps)
+	s.release = &releaser{enabled: cfg.ReleaseMemory, wake: make(chan struct{}, 1), stopped: s.stopped}
+	s.intake = &intake{
+		reads: s.reads, writes: s.writes, failed: s.failed, stopped: s.stopped,
+		locks: s.locks, leases: newLeaseTable(), storage: cfg.Storage, busy: s.metrics.busy, log: s.log, group: s.groupReply, dumps: dumps,
+		access: &access{creds: r.stateMachine.creds, grants: r.stateMachine.grants, clock: cfg.Clock, partition: cfg.Partition,
+			log: s.log, audit: s.audit, refusals: rpc.NewLogLimiter(refusalLines, 4*refusalLines)},
+	}
+	s.apply = &applier{
+		cfg: &s.cfg, state: r.stateMachine, reads: s.reads, writes: s.writes, out: commits,
+		ckptBusy: &s.ckptBusy, thaw: thaw, failed: s.failed, fail: s.fail, freed: s.release.freed,
+		stats: &s.stats, metrics: s.metrics, audit: s.audit,
+	}
+	s.replies = &replier{watch: s.watch}
+	s.commit = &committer{
+		log: r.wal, in: commits, truncs: truncs, ckpts: ckpts, deliver: s.replies.deliver, early: s.replies.deliverEarly,
+		fail: s.fail, stats: &s.stats, metrics: s.metrics, logger: s.log,
+	}
+	s.ckpt = &checkpointer{
+		fs: cfg.FS, dir: filepath.Clean(cfg.Dir), in: ckpts, truncs: truncs, stopped: s.stopped,
+		older: r.ckptLSN, busy: &s.ckptBusy, thaw: thaw, freed: s.release.freed, metrics: s.metrics, logger: s.log,
+	}
+	s.intake.access.requireToken.Store(cfg.RequireToken)
+	s.rpc = rpc.NewServer(rpc.HandlerFunc(s.intake.serveCall), rpc.ServerConfig{
 		Secret: cfg.Secret, TLS: cfg.TLS, Logger: cfg.Logger, Metrics: cfg.Metrics,
+		Authenticate: s.intake.access.authenticate, AuthenticateCert: s.intake.access.authenticateCert,
 		MethodName:   func(m uint16) string { return strings.ToLower(pb.Method(m).String()) },
-		OnClientGone: s.clientGone,
+		OnClientGone: s.intake.clientGone,
 	})
-	s.loops.Add(5)
-	go s.applyLoop()
-	go s.commitLoop()
-	go s.checkpointLoop()
-	go s.expireLocks()
-	go s.releaseLoop()
+	s.intake.connected = s.rpc.Connected
+	s.start(s.apply.run, s.commit.run, s.ckpt.run, func() { s.locks.Sweep(s.stopped, s.log) }, s.release.run,
+		func() { s.intake.leaseSweep(s.stopped, s.locks.Timeout(), nil) })
 	return s, nil
+}
+
+// start runs each loop on its own goroutine, counted in s.loops.
+func (s *Server) start(loops ...func()) {
+	s.loops.Add(len(loops))
+	for _, loop := range loops {
+		go func() {
+			defer s.loops.Done()
+			loop()
+		}()
+	}
 }
 
 // Serve accepts connections on ln until Close.
@@ -181,6 +265,13 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	return nil
 }
+
+// RequireTokens makes the server refuse, from now on, every connection
+// that presents no credential token, as Config.RequireToken does from the
+// start: a server may first let a local connection in to create the
+// credentials it will be administered with. Connections already open are
+// not affected. Any goroutine may call it.
+func (s *Server) RequireTokens() { s.intake.access.requireToken.Store(true) }
 
 // Failed is closed when the server stopped serving because its log failed.
 func (s *Server) Failed() <-chan struct{} { return s.failed }
@@ -212,13 +303,22 @@ func (s *Server) Close() error {
 }
 
 // stopLoops ends the loops once no RPC reader can queue an operation any
-// more: closing the queues lets the apply loop finish what is queued, which
-// closes commits, which ends the committer.
+// more: closing the queues lets the apply loop finish what is queued,
+// which closes commits, which ends the committer, which closes ckpts,
+// which ends the checkpointer.
 func (s *Server) stopLoops() {
 	close(s.stopped)
 	close(s.reads)
 	close(s.writes)
+	if s.repl != nil {
+		if err := s.repl.stop(); err != nil {
+			s.log.Error("stop replica", "err", err)
+		}
+		s.loops.Wait()
+		return
+	}
 	s.loops.Wait()
+	s.audit.close()
 	if err := s.wal.Close(); err != nil {
 		s.log.Error("close log", "err", err)
 	}
@@ -232,14 +332,10 @@ func (s *Server) fail(err error) {
 	})
 }
 
-// logDir is where the log and checkpoints of the partition live.
-func (s *Server) logDir() string { return filepath.Clean(s.cfg.Dir) }
-
 // stats are counters the server keeps about itself; any goroutine may
 // read them.
 type stats struct {
 	syncs     atomic.Uint64 // log fsyncs (one per batch with mutations)
-	retryHits atomic.Uint64 // retried mutations answered from the retry cache
 	inodes    atomic.Int64  // nodes in the namespace, as of the last batch
 	garbage   atomic.Int64  // slices in the garbage list, as of the last batch
 	openFiles atomic.Int64  // files open, as of the last batch
@@ -261,8 +357,13 @@ type Stats struct {
 
 // Stats returns the server's counters.
 func (s *Server) Stats() Stats {
-	return Stats{Syncs: s.stats.syncs.Load(), Records: s.stats.records.Load(), Batches: s.stats.batches.Load(),
-		RetryHits: s.stats.retryHits.Load()}
+	st := Stats{Syncs: s.stats.syncs.Load(), Records: s.stats.records.Load(), Batches: s.stats.batches.Load()}
+	if s.repl != nil {
+		st.RetryHits = s.repl.state.sm.retryHits.Load()
+	} else {
+		st.RetryHits = s.apply.state.retryHits.Load()
+	}
+	return st
 }
 
 // Status is what the server shows on its status page.
@@ -283,12 +384,12 @@ func (s *Server) Status() Status {
 }
 
 // storeGauges publishes the engine's sizes for metrics; it runs on the
-// apply loop (or before it starts).
-func (s *Server) storeGauges() {
-	s.stats.inodes.Store(int64(s.eng.Len()))
-	s.stats.garbage.Store(int64(s.eng.GarbageLen()))
-	s.stats.openFiles.Store(int64(s.eng.OpenFiles()))
-	s.stats.orphans.Store(int64(s.eng.Orphans()))
-	s.stats.packed.Store(int64(s.eng.PackedDirs()))
-	s.stats.inflated.Store(s.eng.Inflations())
+// apply loop (or before it starts), which owns sm.
+func (st *stats) storeGauges(sm *stateMachine) {
+	st.inodes.Store(int64(sm.eng.Len()))
+	st.garbage.Store(int64(sm.eng.GarbageLen()))
+	st.openFiles.Store(int64(sm.eng.OpenFiles()))
+	st.orphans.Store(int64(sm.eng.Orphans()))
+	st.packed.Store(int64(sm.eng.PackedDirs()))
+	st.inflated.Store(sm.eng.Inflations())
 }

@@ -170,6 +170,28 @@ func listCheckpoints(fsys vfs.FS, dir string) (ckpts []checkpointFile, temps []s
 	return ckpts, temps, nil
 }
 
+// Checkpoint is one checkpoint file of a directory: the LSN of the last
+// record it covers, and its file name.
+type Checkpoint struct {
+	LSN  uint64
+	Name string
+}
+
+// Checkpoints lists the checkpoints in dir, oldest first, by their names
+// alone (OpenCheckpoint verifies one). Files of writes in progress or
+// failed are not listed; a missing dir holds none.
+func Checkpoints(fsys vfs.FS, dir string) ([]Checkpoint, error) {
+	ckpts, _, err := listCheckpoints(fsys, dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Checkpoint, len(ckpts))
+	for i, c := range ckpts {
+		out[len(ckpts)-1-i] = Checkpoint{LSN: c.lsn, Name: c.name}
+	}
+	return out, nil
+}
+
 // removeOldCheckpoints removes all but the newest checkpointsKept
 // checkpoints in dir, and any temporary files.
 func removeOldCheckpoints(fsys vfs.FS, dir string) {

@@ -44,7 +44,8 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	t.Logf("%+v", stats)
 	// Guard against a simulation that never reaches the interesting cases.
-	if stats.unsyncedKept == 0 || stats.unsyncedLost == 0 || stats.midOpCrashes == 0 || stats.truncations == 0 {
+	if stats.unsyncedKept == 0 || stats.unsyncedLost == 0 || stats.midOpCrashes == 0 || stats.truncations == 0 ||
+		stats.suffixCuts == 0 || stats.resets == 0 || stats.syncedCut == 0 {
 		t.Fatalf("the simulation missed cases it should cover: %+v", stats)
 	}
 }
@@ -57,6 +58,9 @@ type crashStats struct {
 	unsyncedLost int // recoveries that lost records appended but not synced
 	midOpCrashes int // crashes inside a log operation
 	truncations  int // successful TruncateBefore calls
+	suffixCuts   int // successful TruncateAfter calls
+	syncedCut    int // of them, those that removed synced records
+	resets       int // successful Reset calls, including redone ones
 }
 
 // crashSim is one run of TestCrashRecovery. It is used by one goroutine;
@@ -71,6 +75,11 @@ type crashSim struct {
 	model [][]byte // model[lsn] is the record last appended at lsn
 	acked uint64   // records up to here were reported durable
 	ckpt  uint64   // lsn of the newest checkpoint: replay starts after it
+
+	// resetTo, when not zero, is the lsn a Reset was asked to continue
+	// from that has not returned yet. The caller of Reset has made a
+	// snapshot durable first, so after a crash it does the Reset again.
+	resetTo uint64
 
 	opsLeft int        // file-system operations before the crash
 	crashed *vfs.MemFS // what survived the crash, once it has happened
@@ -150,18 +159,23 @@ func (s *crashSim) cycle(fsys vfs.FS) {
 		switch r := s.rng.IntN(100); {
 		case r < 50:
 			ok = s.appendBatch(l)
-		case r < 80:
+		case r < 76:
 			ok = s.sync(l)
-		case r < 88:
+		case r < 84:
 			ok = s.truncate(l)
-		case r < 94:
+		case r < 88:
+			ok = s.truncateAfter(l)
+		case r < 90:
+			ok = s.reset(l, 0)
+		case r < 95:
 			ok = s.replay(l)
 		default:
 			l, ok = s.restart(fsys, l)
 		}
-		if l != nil {
+		if l != nil && ok {
 			// The log's own claim counts as much as a successful Sync:
-			// a segment roll syncs too.
+			// a segment roll syncs too. (Not after a failed TruncateAfter,
+			// which has not yet lowered its claim.)
 			s.acked = max(s.acked, l.SyncedLSN())
 		}
 		if !ok {
@@ -177,6 +191,9 @@ func (s *crashSim) cycle(fsys vfs.FS) {
 // check verifies a freshly opened log against the model, and makes the
 // model match it. It returns false if the machine crashed during the check.
 func (s *crashSim) check(l *Log) bool {
+	if s.resetTo != 0 && !s.reset(l, s.resetTo) {
+		return false
+	}
 	last := l.LastLSN()
 	appended := uint64(len(s.model) - 1)
 	switch {
@@ -306,4 +323,56 @@ func (s *crashSim) restart(fsys vfs.FS, l *Log) (*Log, bool) {
 		s.fatalf("reopened after Close: LastLSN %d, want %d", l.LastLSN(), s.acked)
 	}
 	return l, s.check(l)
+}
+
+// truncateAfter removes a random suffix of the log, synced or not, at or
+// after the checkpoint. Until it returns the model keeps the old records:
+// a crash part-way may leave them.
+func (s *crashSim) truncateAfter(l *Log) bool {
+	last := l.LastLSN()
+	if last < s.ckpt {
+		s.fatalf("LastLSN %d below the checkpoint %d", last, s.ckpt)
+	}
+	n := s.ckpt + s.rng.Uint64N(last-s.ckpt+1)
+	// The records after n may be lost from now on, durable or not.
+	cutSynced := s.acked > n
+	s.acked = min(s.acked, n)
+	if err := l.TruncateAfter(n); err != nil {
+		return false
+	}
+	if l.LastLSN() != n || l.SyncedLSN() > n {
+		s.fatalf("after TruncateAfter(%d): LastLSN %d, SyncedLSN %d", n, l.LastLSN(), l.SyncedLSN())
+	}
+	// From here on the removed records must never come back: the model
+	// no longer has them, so check fails if they do.
+	s.model = s.model[:n+1]
+	s.stats.suffixCuts++
+	if cutSynced {
+		s.stats.syncedCut++
+	}
+	return true
+}
+
+// reset replaces the log by an empty one continuing from next, as when a
+// snapshot taken at next-1 has been installed; next=0 picks one at random.
+func (s *crashSim) reset(l *Log, next uint64) bool {
+	if next == 0 {
+		next = s.ckpt + 1 + s.rng.Uint64N(l.LastLSN()-s.ckpt+20)
+	}
+	s.resetTo = next
+	if err := l.Reset(next); err != nil {
+		return false
+	}
+	if l.FirstLSN() != next || l.LastLSN() != next-1 || l.SyncedLSN() != next-1 {
+		s.fatalf("after Reset(%d): FirstLSN %d, LastLSN %d, SyncedLSN %d", next, l.FirstLSN(), l.LastLSN(), l.SyncedLSN())
+	}
+	s.resetTo = 0
+	s.model = s.model[:min(uint64(len(s.model)), next)]
+	for uint64(len(s.model)) < next {
+		s.model = append(s.model, nil)
+	}
+	s.ckpt = next - 1
+	s.acked = next - 1
+	s.stats.resets++
+	return true
 }

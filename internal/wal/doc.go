@@ -16,7 +16,7 @@
 // another. LastLSN and SyncedLSN may be called from any goroutine.
 //
 // Records are numbered by log sequence numbers (LSNs): consecutive, and
-// starting at 1 in an empty log. Recovery is OpenCheckpoint, to load the
+// starting at 1 in an empty log, or at whatever lsn Reset set. Recovery is OpenCheckpoint, to load the
 // newest checkpoint taken at some lsn, followed by Replay(lsn, ...).
 //
 // # On-disk format
@@ -55,6 +55,35 @@
 //
 // Within the last segment the rule cannot tell a torn write from a flipped
 // bit: anything after the first bad record of the last segment is cut.
+//
+// # Use as a Raft log
+//
+// A Raft replica (package replica) keeps its entries here, one record per
+// entry, lsn = Raft index. Three operations exist for it:
+//
+//   - TruncateAfter(n) removes the records after n, durably, when a new
+//     leader overwrites entries a follower had from an older term. Later
+//     segments are removed newest first and the directory synced, then the
+//     segment holding n+1 is cut and synced: a crash part-way leaves a
+//     prefix of the old log, a crash afterwards never brings the removed
+//     records back.
+//   - Reset(next) replaces the log by an empty one whose first record will
+//     be next, after a snapshot taken at next-1 was installed. A log can
+//     therefore start at any lsn: its first segment's name says which.
+//   - WriteState and ReadState keep the hard state (term, vote, a commit
+//     index) in a file "state" beside the segments: 44 bytes, magic
+//     "canopyst", version 1, the three uint64s and a CRC-32C, written as
+//     state.tmp, synced, renamed over "state" and the directory synced.
+//     The state file is used rather than state records inside the log so
+//     that lsns stay Raft indexes and segment removal need not carry state
+//     forward; the price is two extra fsyncs when the term or vote changes
+//     (an election), never per batch. The commit index stored is a lower
+//     bound only: commit need not be durable for Raft's safety, and the
+//     replica stores it whenever it writes the state anyway.
+//
+// Format compatibility: segments are unchanged (version 1), so a log
+// written before these operations existed opens as it is; a directory
+// without a state file simply has no hard state yet.
 //
 // # Checkpoints
 //

@@ -59,6 +59,10 @@ type Log struct {
 	// Written by the owning goroutine, read by any.
 	lastLSN   atomic.Uint64 // last record appended
 	syncedLSN atomic.Uint64 // last record known durable
+
+	// asyncErr is the failure of a SyncFlushed (flush.go), set from the
+	// goroutine that ran it; it stops the Log like err.
+	asyncErr atomic.Pointer[error]
 }
 
 // Open opens the log in dir, creating dir and an empty log if needed. It
@@ -171,6 +175,9 @@ func (l *Log) usable() error {
 	if l.err != nil {
 		return fmt.Errorf("log %s failed earlier, reopen it: %w", l.dir, l.err)
 	}
+	if p := l.asyncErr.Load(); p != nil {
+		return fmt.Errorf("log %s failed earlier, reopen it: %w: %w", l.dir, errSyncFailed, *p)
+	}
 	return nil
 }
 
@@ -247,6 +254,8 @@ func (l *Log) Sync() error {
 		}
 		l.dirDirty = false
 	}
+	// A plain store: last is at least every point Flush handed out
+	// before it, and Reset may have moved the log back.
 	l.syncedLSN.Store(last)
 	return nil
 }

@@ -1,0 +1,41 @@
+package client
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/canopyfs/canopy/internal/data"
+)
+
+// DataOptions carries every tuning field of data.Config (all but the
+// layout, which is the server's) under the same name, and config hands
+// each one over.
+func TestDataOptionsMapToConfig(t *testing.T) {
+	var o DataOptions
+	ov := reflect.ValueOf(&o).Elem()
+	for i := range ov.NumField() {
+		ov.Field(i).SetInt(int64(100 + i))
+	}
+	cv := reflect.ValueOf(o.config())
+	ct := cv.Type()
+	for i := range ov.NumField() {
+		name := ov.Type().Field(i).Name
+		f := cv.FieldByName(name)
+		if !f.IsValid() {
+			t.Errorf("DataOptions.%s has no data.Config field", name)
+			continue
+		}
+		if f.Int() != int64(100+i) {
+			t.Errorf("config: %s = %d, want %d", name, f.Int(), 100+i)
+		}
+	}
+	for i := range ct.NumField() {
+		name := ct.Field(i).Name
+		if _, ok := ov.Type().FieldByName(name); !ok && name != "ChunkSize" && name != "BlockSize" {
+			t.Errorf("data.Config.%s has no DataOptions field", name)
+		}
+	}
+	if c := (DataOptions{}).config(); c != (data.Config{}) {
+		t.Errorf("zero DataOptions give %+v, want the zero data.Config (the defaults)", c)
+	}
+}

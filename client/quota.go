@@ -1,0 +1,91 @@
+package client
+
+import (
+	"context"
+
+	pb "github.com/canopyfs/canopy/api/metapb"
+)
+
+// Quota is a directory quota: its limits (0: none) and what lies below
+// the directory now.
+type Quota struct {
+	Dir      Ino    // the directory
+	Path     string // the directory's path in its partition
+	MaxFiles uint64 // nodes below the directory
+	MaxBytes uint64 // bytes of the regular files below the directory
+	Files    uint64 // nodes below the directory now, each once
+	Bytes    uint64 // sizes of the regular files below it now
+}
+
+// QuotaMismatch is a quota whose kept usage differs from a full count.
+type QuotaMismatch struct {
+	Quota                         // with the usage kept
+	CountFiles, CountBytes uint64 // counted
+}
+
+// SetQuota sets the limits of directory p's quota, making one if there is
+// none: at most maxFiles nodes and maxBytes bytes of regular files below
+// it (0: no limit). Only root may. Limits below the usage are refused with
+// EDQUOT.
+func (c *Client) SetQuota(ctx context.Context, p string, maxFiles, maxBytes uint64) (Quota, error) {
+	var r pb.QuotaReply
+	req := &pb.QuotaSetRequest{Path: p, MaxFiles: maxFiles, MaxBytes: maxBytes}
+	if err := c.call(ctx, pb.Method_QUOTA_SET, req, &r, "quota set", p); err != nil {
+		return Quota{}, err
+	}
+	return quotaOf(r.Quota), nil
+}
+
+// GetQuota returns directory p's quota; ENODATA if it has none.
+func (c *Client) GetQuota(ctx context.Context, p string) (Quota, error) {
+	var r pb.QuotaReply
+	if err := c.call(ctx, pb.Method_QUOTA_GET, &pb.NodeRequest{Path: p}, &r, "quota get", p); err != nil {
+		return Quota{}, err
+	}
+	return quotaOf(r.Quota), nil
+}
+
+// RemoveQuota removes directory p's quota; ENODATA if it has none. Only
+// root may.
+func (c *Client) RemoveQuota(ctx context.Context, p string) error {
+	return c.call(ctx, pb.Method_QUOTA_REMOVE, &pb.NodeRequest{Path: p}, &pb.Empty{}, "quota rm", p)
+}
+
+// Quotas returns the quotas of the partition that holds p, by directory.
+func (c *Client) Quotas(ctx context.Context, p string) ([]Quota, error) {
+	var r pb.QuotaListReply
+	if err := c.call(ctx, pb.Method_QUOTA_LIST, &pb.NodeRequest{Path: p}, &r, "quota ls", p); err != nil {
+		return nil, err
+	}
+	out := make([]Quota, len(r.Quotas))
+	for i, q := range r.Quotas {
+		out[i] = quotaOf(q)
+	}
+	return out, nil
+}
+
+// CheckQuotas counts the usage of every quota of the partition that holds
+// p from its tree and returns the number of quotas and those whose kept
+// usage differs; with repair (root only) the usage is set to the count.
+func (c *Client) CheckQuotas(ctx context.Context, p string, repair bool) (int, []QuotaMismatch, error) {
+	m, op := pb.Method_QUOTA_CHECK, "quota check"
+	if repair {
+		m, op = pb.Method_QUOTA_REPAIR, "quota check --repair"
+	}
+	var r pb.QuotaCheckReply
+	if err := c.call(ctx, m, &pb.NodeRequest{Path: p}, &r, op, p); err != nil {
+		return 0, nil, err
+	}
+	out := make([]QuotaMismatch, len(r.Mismatches))
+	for i, b := range r.Mismatches {
+		out[i] = QuotaMismatch{Quota: quotaOf(b.Quota), CountFiles: b.CountFiles, CountBytes: b.CountBytes}
+	}
+	return int(r.Quotas), out, nil
+}
+
+func quotaOf(q *pb.Quota) Quota {
+	if q == nil {
+		return Quota{}
+	}
+	return Quota{Dir: Ino(q.Dir), Path: q.Path, MaxFiles: q.MaxFiles, MaxBytes: q.MaxBytes, Files: q.Files, Bytes: q.Bytes}
+}

@@ -1,0 +1,109 @@
+package client_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/canopyfs/canopy/client"
+)
+
+// TestQuotaConcurrentWriters: 16 writers creating files and writing data
+// under one directory quota through a real server never take it past its
+// limits by one file or one byte, and fill it exactly.
+func TestQuotaConcurrentWriters(t *testing.T) {
+	e := startData(t, backends[0], client.Options{})
+	c, ctx := e.c, e.ctx
+	if _, err := c.Mkdir(ctx, "/q", 0o777); err != nil {
+		t.Fatal(err)
+	}
+	const maxFiles, maxBytes = 100, 50_000
+	if _, err := c.SetQuota(ctx, "/q", maxFiles, 0); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	made, other := 0, []error(nil)
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				_, err := c.Create(ctx, fmt.Sprintf("/q/w%d-%d", w, i), 0o644)
+				mu.Lock()
+				switch {
+				case err == nil:
+					made++
+				case !errors.Is(err, syscall.EDQUOT):
+					other = append(other, err)
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(other) > 0 || made != maxFiles {
+		t.Fatalf("made %d files under a limit of %d; other errors %v", made, maxFiles, other)
+	}
+	q, err := c.GetQuota(ctx, "/q")
+	if err != nil || q.Files != maxFiles {
+		t.Fatalf("quota %+v %v, want %d files", q, err, maxFiles)
+	}
+
+	// Bytes: the files get data, 16 writers at once, 700 bytes a write.
+	if _, err := c.SetQuota(ctx, "/q", 0, maxBytes); err != nil {
+		t.Fatal(err)
+	}
+	written := 0
+	data := make([]byte, 700)
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < maxFiles; i += 16 {
+				err := c.WriteFile(ctx, fmt.Sprintf("/q/w%d-%d", i%16, i/16), data, 0o644)
+				mu.Lock()
+				switch {
+				case err == nil:
+					written += len(data)
+				case !errors.Is(err, syscall.EDQUOT):
+					other = append(other, err)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	q, err = c.GetQuota(ctx, "/q")
+	if err != nil || len(other) > 0 {
+		t.Fatalf("quota %v, errors %v", err, other)
+	}
+	if q.Bytes > maxBytes || uint64(written) != q.Bytes || written != maxBytes/700*700 {
+		t.Fatalf("%d bytes written, quota %+v, limit %d", written, q, maxBytes)
+	}
+	sum, err := c.Summary(ctx, "/q")
+	if err != nil || sum.Bytes != q.Bytes || sum.Files != q.Files {
+		t.Fatalf("summary %+v %v, quota %+v", sum, err, q)
+	}
+	// What is left fits exactly: one byte more does not.
+	left := maxBytes - q.Bytes
+	if err := c.WriteFile(ctx, "/q/w0-0", make([]byte, 700+left+1), 0o644); !errors.Is(err, syscall.EDQUOT) {
+		t.Fatalf("write of one byte past the limit: %v", err)
+	}
+	if err := c.WriteFile(ctx, "/q/w0-0", make([]byte, 700+left), 0o644); err != nil {
+		t.Fatalf("write up to the limit: %v", err)
+	}
+	n, bad, err := c.CheckQuotas(ctx, "/", false)
+	if err != nil || n != 1 || len(bad) != 0 {
+		t.Fatalf("check: %d quotas, %v, %v", n, bad, err)
+	}
+	s, err := c.Statfs(ctx, "/q")
+	if err != nil || s.TotalBytes != maxBytes || s.UsedBytes != maxBytes {
+		t.Fatalf("statfs in /q: %+v %v", s, err)
+	}
+}

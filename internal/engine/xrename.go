@@ -1,0 +1,665 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"slices"
+	"syscall"
+
+	"github.com/canopyfs/canopy/internal/layout"
+)
+
+// Rename across partitions (docs/rebalance.md, "Rename and link across
+// partitions"). A rename whose source entry is in this partition and
+// whose target entry is in another runs as two phases, each step a logged
+// operation of both engines:
+//
+//  1. the source prepares (XPrepareSource): it checks the source entry and
+//     logs a prepared source intent;
+//  2. the target prepares (XPrepareTarget): it checks the target entry
+//     and logs a prepared target intent, which reserves the target name
+//     (and, for an exchange, pins the target node and returns its image);
+//  3. the source commits (XCommitSource): the decision. The source node
+//     leaves its entry (for an exchange, the target's node arrives in it)
+//     and the intent, now committed, keeps the source node's image;
+//  4. the target commits (XCommitTarget) with that image: the node arrives
+//     at the target entry (replacing what was there) and the target
+//     intent goes;
+//  5. the source forgets its committed intent (XForget).
+//
+// The source is the coordinator of record: the rename happened exactly if
+// the source committed. A prepared intent can be aborted (XAbort) until
+// then; a committed one only forgotten, after step 4. A target intent
+// whose source holds no intent was aborted. Whoever finishes an intent
+// (the router that ran it, or any router's recovery pass) reads the state
+// of both sides (XIntentState, XIntents), so every step is idempotent.
+//
+// A node moves as its image: attributes, content (the slice references;
+// the objects stay where they are, and their garbage is the holder's),
+// xattrs; it gets an inode number of the partition it arrives in. Only
+// non-directories move, with one link, not open, and with no slice shared
+// with another file of the partition (EXDEV otherwise).
+
+// Intent roles.
+const (
+	XSource = 1 // the partition of the source entry: the coordinator of record
+	XTarget = 2 // the partition of the target entry
+)
+
+// Intent states (XIntentState returns XNone for an intent it does not hold).
+const (
+	XNone      = 0
+	XPrepared  = 1
+	XCommitted = 2
+	// XDone is a source intent forgotten after the target committed: the
+	// source keeps its id, so that a client's retry of the rename (the
+	// router derives the id from the client's call) is answered as done
+	// instead of being run again. The oldest go beyond maxDone.
+	XDone = 3
+)
+
+// maxDone bounds the done intents a partition remembers.
+const maxDone = 4096
+
+// XIDLen is the length of an intent id.
+const XIDLen = 16
+
+// maxIntents bounds the intents one partition holds (EAGAIN beyond).
+const maxIntents = 1 << 16
+
+// XID names an intent in both partitions.
+type XID [XIDLen]byte
+
+// XChunk is one chunk of a moving node's content.
+type XChunk struct {
+	Index  uint32
+	Slices []Slice
+}
+
+// XXattr is one extended attribute of a moving node.
+type XXattr struct {
+	Name  string
+	Value []byte
+}
+
+// XNode is the image of a non-directory node moving between partitions.
+type XNode struct {
+	Attr   Attr // Ino and Nlink are ignored
+	Target string
+	Xattrs []XXattr // in name order
+	Chunks []XChunk // in chunk order
+}
+
+// Intent is one side's record of a rename across partitions. It is
+// replaced, never changed in place (a freeze shares the list).
+type Intent struct {
+	ID     XID
+	Role   uint8
+	State  uint8
+	Peer   uint16
+	Parent Ino
+	Name   string
+	Flags  uint32
+	Ino    Ino    // the node the entry named at prepare (0: none)
+	At     int64  // when it was prepared
+	Image  *XNode // a committed source intent: the node sent to the target
+}
+
+// xrenameState is the engine's intents, in id order, and what they pin.
+type xrenameState struct {
+	list  []*Intent          // sorted by id; replaced on every change
+	done  int                // intents of list in state XDone
+	names map[xname]struct{} // target entries reserved by prepared target intents
+	nodes map[Ino]struct{}   // target nodes of prepared exchanges: their content must not change
+}
+
+type xname struct {
+	dir  Ino
+	name string
+}
+
+// Intents returns the intents this partition holds, in id order. The
+// slice and its intents must not be changed.
+func (e *Engine) Intents() []*Intent { return e.xr.list }
+
+// IntentState returns the state of intent id here (XNone if not held).
+func (e *Engine) IntentState(id XID) uint8 {
+	if in := e.intent(id); in != nil {
+		return in.State
+	}
+	return XNone
+}
+
+func (e *Engine) intent(id XID) *Intent {
+	i, ok := slices.BinarySearchFunc(e.xr.list, id, func(in *Intent, id XID) int { return bytes.Compare(in.ID[:], id[:]) })
+	if !ok {
+		return nil
+	}
+	return e.xr.list[i]
+}
+
+// setIntent adds or replaces in (nil: removes id) and rebuilds the pins.
+func (e *Engine) setIntent(id XID, in *Intent) {
+	list := slices.Clone(e.xr.list)
+	i, ok := slices.BinarySearchFunc(list, id, func(in *Intent, id XID) int { return bytes.Compare(in.ID[:], id[:]) })
+	switch {
+	case in == nil && ok:
+		list = slices.Delete(list, i, i+1)
+	case in != nil && ok:
+		list[i] = in
+	case in != nil:
+		list = slices.Insert(list, i, in)
+	}
+	if len(list) == 0 {
+		list = nil
+	}
+	e.xr.list = list
+	e.repin()
+	if e.xr.done > maxDone {
+		e.trimDone()
+	}
+}
+
+// trimDone drops the oldest half of the done intents.
+func (e *Engine) trimDone() {
+	var times []int64
+	for _, in := range e.xr.list {
+		if in.State == XDone {
+			times = append(times, in.At)
+		}
+	}
+	slices.Sort(times)
+	cut := times[len(times)/2]
+	list := make([]*Intent, 0, len(e.xr.list))
+	for _, in := range e.xr.list {
+		if in.State != XDone || in.At > cut {
+			list = append(list, in)
+		}
+	}
+	e.xr.list = list
+	e.repin()
+}
+
+// repin rebuilds the pins from the intents, and counts the done ones.
+func (e *Engine) repin() {
+	e.xr.names, e.xr.nodes, e.xr.done = nil, nil, 0
+	for _, in := range e.xr.list {
+		if in.State == XDone {
+			e.xr.done++
+		}
+		if in.Role != XTarget || in.State != XPrepared {
+			continue
+		}
+		if e.xr.names == nil {
+			e.xr.names = make(map[xname]struct{})
+		}
+		e.xr.names[xname{in.Parent, in.Name}] = struct{}{}
+		if in.Flags&RenameExchange != 0 && in.Ino != 0 {
+			if e.xr.nodes == nil {
+				e.xr.nodes = make(map[Ino]struct{})
+			}
+			e.xr.nodes[in.Ino] = struct{}{}
+		}
+	}
+}
+
+// reserved reports whether entry name of directory dir is reserved by a
+// rename across partitions in progress: it must not change until then.
+func (e *Engine) reserved(dir Ino, name string) bool {
+	if e.xr.names == nil {
+		return false
+	}
+	_, ok := e.xr.names[xname{dir, name}]
+	return ok
+}
+
+// pinned reports whether node ino's content must not change: it is about
+// to move to another partition in an exchange.
+func (e *Engine) pinned(ino Ino) bool {
+	if e.xr.nodes == nil {
+		return false
+	}
+	_, ok := e.xr.nodes[ino]
+	return ok
+}
+
+// movable checks that non-directory n can move to another partition.
+func (e *Engine) movable(n *node) error {
+	switch {
+	case n.isDir():
+		return fmt.Errorf("directory %d: %w", n.Ino, syscall.EXDEV)
+	case n.Nlink != 1:
+		return fmt.Errorf("node %d has %d links: %w", n.Ino, n.Nlink, syscall.EXDEV)
+	case e.opens[n.Ino] > 0:
+		return fmt.Errorf("node %d is open: %w", n.Ino, syscall.EBUSY)
+	case e.pinned(n.Ino):
+		return fmt.Errorf("node %d is moving: %w", n.Ino, syscall.EBUSY)
+	}
+	for _, ch := range e.chunks(n) {
+		for _, s := range ch.slices {
+			if e.shared[s.ID] > 0 {
+				return fmt.Errorf("node %d shares slice %d with another file: %w", n.Ino, s.ID, syscall.EXDEV)
+			}
+		}
+	}
+	return nil
+}
+
+// renameEntry runs Rename's checks of one side's entry: the directory,
+// search permission and the name.
+func (e *Engine) renameEntry(c Cred, parent Ino, name string) (*node, error) {
+	d, err := e.dir(parent)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.access(c, d, mayExec); err != nil {
+		return nil, err
+	}
+	if isDot(name) {
+		return nil, syscall.EBUSY
+	}
+	if err := checkSyntax(name); err != nil {
+		return nil, err
+	}
+	if err := checkLen(name); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// XPrepareSource is step 1 at the source: entry name of parent must
+// exist, be able to move (directories do not move yet: EXDEV) and c may
+// remove it; the intent is logged as prepared. It returns the node's
+// inode. Preparing an intent this side already holds (a retry) changes
+// nothing and returns the intent's state, XNone otherwise.
+func (e *Engine) XPrepareSource(c Cred, id XID, parent Ino, name string, flags uint32, peer uint16, now int64) (Ino, uint8, error) {
+	if flags&^(RenameNoReplace|RenameExchange) != 0 || flags == RenameNoReplace|RenameExchange {
+		return 0, 0, syscall.EINVAL
+	}
+	if in := e.intent(id); in != nil {
+		if in.Role != XSource {
+			return 0, 0, fmt.Errorf("intent held as the target: %w", syscall.EEXIST)
+		}
+		return in.Ino, in.State, nil
+	}
+	ino, err := e.prepareSource(c, id, parent, name, flags, peer, now)
+	return ino, XNone, err
+}
+
+func (e *Engine) prepareSource(c Cred, id XID, parent Ino, name string, flags uint32, peer uint16, now int64) (Ino, error) {
+	if len(e.xr.list)-e.xr.done >= maxIntents {
+		return 0, syscall.EAGAIN
+	}
+	od, err := e.renameEntry(c, parent, name)
+	if err != nil {
+		return 0, err
+	}
+	_, src := e.child(od, name)
+	if src == nil {
+		return 0, syscall.ENOENT
+	}
+	if e.reserved(od.Ino, name) {
+		return 0, syscall.EBUSY
+	}
+	if err := e.mayDelete(c, od, src); err != nil {
+		return 0, err
+	}
+	if err := e.movable(src); err != nil {
+		return 0, err
+	}
+	e.setIntent(id, &Intent{ID: id, Role: XSource, State: XPrepared, Peer: peer, Parent: od.Ino, Name: name,
+		Flags: flags, Ino: src.Ino, At: now})
+	return src.Ino, nil
+}
+
+// XPrepareTarget is step 2 at the target: the checks of Rename for the
+// target entry (given that the source is a directory or not), then the
+// intent is logged and the entry reserved. For an exchange the target
+// node is pinned and its image returned.
+func (e *Engine) XPrepareTarget(c Cred, id XID, parent Ino, name string, flags uint32, peer uint16, srcDir bool, now int64) (*XNode, error) {
+	if flags&^(RenameNoReplace|RenameExchange) != 0 || flags == RenameNoReplace|RenameExchange {
+		return nil, syscall.EINVAL
+	}
+	exchange := flags&RenameExchange != 0
+	if in := e.intent(id); in != nil {
+		if in.Role != XTarget {
+			return nil, fmt.Errorf("intent held as the source: %w", syscall.EEXIST)
+		}
+		if exchange && in.State == XPrepared {
+			return e.imageOf(e.node(in.Ino)), nil
+		}
+		return nil, nil
+	}
+	if len(e.xr.list)-e.xr.done >= maxIntents {
+		return nil, syscall.EAGAIN
+	}
+	if isDot(name) && flags&RenameNoReplace != 0 {
+		return nil, syscall.EEXIST
+	}
+	nd, err := e.renameEntry(c, parent, name)
+	if err != nil {
+		return nil, err
+	}
+	_, dst := e.child(nd, name)
+	switch {
+	case flags&RenameNoReplace != 0 && dst != nil:
+		return nil, syscall.EEXIST
+	case exchange && dst == nil:
+		return nil, syscall.ENOENT
+	}
+	if srcDir {
+		return nil, fmt.Errorf("a directory moves to another partition: %w", syscall.EXDEV)
+	}
+	if e.reserved(nd.Ino, name) {
+		return nil, syscall.EBUSY
+	}
+	var ino Ino
+	var image *XNode
+	if dst == nil {
+		if err := e.access(c, nd, mayWrite|mayExec); err != nil {
+			return nil, err
+		}
+		if e.next >= 1<<localBits {
+			return nil, syscall.ENOSPC
+		}
+		if _, err := e.quotaCreate(nd); err != nil {
+			return nil, err
+		}
+	} else {
+		ino = dst.Ino
+		if err := e.mayDelete(c, nd, dst); err != nil {
+			return nil, err
+		}
+		if !exchange && dst.isDir() {
+			return nil, syscall.EISDIR
+		}
+		if exchange {
+			if err := e.movable(dst); err != nil {
+				return nil, err
+			}
+			image = e.imageOf(dst)
+		}
+	}
+	e.setIntent(id, &Intent{ID: id, Role: XTarget, State: XPrepared, Peer: peer, Parent: nd.Ino, Name: name,
+		Flags: flags, Ino: ino, At: now})
+	return image, nil
+}
+
+// XCommitSource is step 3, the decision: the source node leaves its entry
+// (for an exchange, the target's node, image in, takes its place) and the
+// intent is committed, keeping the source node's image, which it returns.
+// An intent not held (aborted) is ENOENT; one committed before returns
+// its image again. If the source entry no longer names the node prepared,
+// or the node can no longer move, the commit fails and changes nothing.
+func (e *Engine) XCommitSource(id XID, in *XNode, now int64) (*XNode, error) {
+	it := e.intent(id)
+	if it == nil || it.Role != XSource {
+		return nil, fmt.Errorf("no source intent (aborted): %w", syscall.ETIMEDOUT)
+	}
+	switch it.State {
+	case XCommitted:
+		return it.Image, nil
+	case XDone:
+		return nil, nil // finished: the caller has nothing left to do
+	}
+	exchange := it.Flags&RenameExchange != 0
+	if exchange != (in != nil) {
+		return nil, fmt.Errorf("exchange image: %w", syscall.EINVAL)
+	}
+	od, err := e.dir(it.Parent)
+	if err != nil {
+		return nil, fmt.Errorf("source directory: %w", err)
+	}
+	_, src := e.child(od, it.Name)
+	if src == nil || src.Ino != it.Ino {
+		return nil, fmt.Errorf("source entry changed: %w", syscall.ENOENT)
+	}
+	if err := e.movable(src); err != nil {
+		return nil, err
+	}
+	if in != nil {
+		if err := checkImage(in); err != nil {
+			return nil, err
+		}
+		if e.next >= 1<<localBits {
+			return nil, syscall.ENOSPC
+		}
+	}
+	image := e.imageOf(src)
+	if in != nil {
+		nslot := e.arrive(od, in, now)
+		e.entriesMut(od).replace(it.Name, nslot)
+		od.Mtime, od.Ctime = now, now
+	} else {
+		e.removeEntry(od, it.Name, now)
+	}
+	e.depart(src)
+	done := *it
+	done.State, done.Image = XCommitted, image
+	e.setIntent(id, &done)
+	return image, nil
+}
+
+// XCommitTarget is step 4: the source node (image) arrives at the target
+// entry, replacing what was there (for an exchange, that node left for
+// the source), and the intent goes. An intent not held was committed
+// before: nothing happens.
+func (e *Engine) XCommitTarget(id XID, image *XNode, now int64) error {
+	it := e.intent(id)
+	if it == nil {
+		return nil
+	}
+	if it.Role != XTarget {
+		return fmt.Errorf("intent held as the source: %w", syscall.EINVAL)
+	}
+	if image == nil {
+		return fmt.Errorf("no image: %w", syscall.EINVAL)
+	}
+	if err := checkImage(image); err != nil {
+		return err
+	}
+	nd, err := e.dir(it.Parent)
+	if err != nil {
+		return fmt.Errorf("target directory: %w", err) // cannot happen: the entry is reserved
+	}
+	e.setIntent(id, nil) // unpins, so that the node may leave
+	nslot := e.arrive(nd, image, now)
+	if _, dst := e.child(nd, it.Name); dst != nil {
+		if it.Flags&RenameExchange != 0 {
+			e.depart(dst)
+		} else {
+			e.dropLink(dst, now)
+		}
+		e.entriesMut(nd).replace(it.Name, nslot)
+		nd.Mtime, nd.Ctime = now, now
+	} else {
+		e.addEntry(nd, it.Name, nslot, now)
+	}
+	return nil
+}
+
+// XAbort drops a prepared intent; one not held is already gone, a
+// committed source intent cannot be aborted (EBUSY).
+func (e *Engine) XAbort(id XID) error {
+	it := e.intent(id)
+	if it == nil {
+		return nil
+	}
+	switch it.State {
+	case XCommitted:
+		return fmt.Errorf("intent committed: %w", syscall.EBUSY)
+	case XDone:
+		return nil
+	}
+	e.setIntent(id, nil)
+	return nil
+}
+
+// XForget marks a committed source intent done once the target has
+// committed (its image goes; its id stays, for retries); a prepared one
+// must be committed or aborted first (EBUSY).
+func (e *Engine) XForget(id XID, now int64) error {
+	it := e.intent(id)
+	if it == nil || it.State == XDone {
+		return nil
+	}
+	if it.State != XCommitted {
+		return fmt.Errorf("intent not committed: %w", syscall.EBUSY)
+	}
+	done := *it
+	done.State, done.Image, done.At = XDone, nil, now
+	e.setIntent(id, &done)
+	return nil
+}
+
+// imageOf returns the image of non-directory n.
+func (e *Engine) imageOf(n *node) *XNode {
+	img := &XNode{Attr: e.attr(n)}
+	if x := e.st.extraOf(n); x != nil {
+		img.Target = x.target
+		for _, k := range slices.Sorted(maps.Keys(x.xattrs)) {
+			img.Xattrs = append(img.Xattrs, XXattr{Name: k, Value: slices.Clone(x.xattrs[k])})
+		}
+	}
+	for _, ch := range e.chunks(n) {
+		img.Chunks = append(img.Chunks, XChunk{Index: ch.idx, Slices: slices.Clone(ch.slices)})
+	}
+	return img
+}
+
+// checkImage checks what an image arriving from another partition holds.
+func checkImage(img *XNode) error {
+	switch img.Attr.Mode & S_IFMT {
+	case S_IFREG, S_IFLNK, S_IFIFO, S_IFSOCK, S_IFCHR, S_IFBLK:
+	default:
+		return fmt.Errorf("image of mode %o: %w", img.Attr.Mode, syscall.EINVAL)
+	}
+	if img.Attr.Mode&S_IFMT != S_IFREG && len(img.Chunks) > 0 || img.Attr.Size > MaxFileSize {
+		return fmt.Errorf("image content: %w", syscall.EINVAL)
+	}
+	if (img.Target != "") != (img.Attr.Mode&S_IFMT == S_IFLNK) || len(img.Target) >= MaxPathLen {
+		return fmt.Errorf("image symlink target: %w", syscall.EINVAL)
+	}
+	for i, x := range img.Xattrs {
+		if x.Name == "" || len(x.Name) > MaxXattrName || len(x.Value) > MaxXattrSize ||
+			i > 0 && img.Xattrs[i-1].Name >= x.Name {
+			return fmt.Errorf("image xattr %q: %w", x.Name, syscall.EINVAL)
+		}
+	}
+	for i, ch := range img.Chunks {
+		if len(ch.Slices) == 0 || i > 0 && img.Chunks[i-1].Index >= ch.Index {
+			return fmt.Errorf("image chunk %d: %w", ch.Index, syscall.EINVAL)
+		}
+		for k, s := range ch.Slices {
+			if s.ID == 0 || checkPlacement(s) != nil ||
+				chunkStart(ch.Index)+uint64(s.Pos+s.Len) > img.Attr.Size {
+				return fmt.Errorf("image chunk %d slice %d: %w", ch.Index, s.ID, syscall.EINVAL)
+			}
+			for _, t := range ch.Slices[:k] {
+				if t.ID == s.ID {
+					return fmt.Errorf("image chunk %d slice %d twice: %w", ch.Index, s.ID, syscall.EINVAL)
+				}
+			}
+		}
+		if view := resolve(ch.Slices, layout.ChunkSize); len(view) > 0 {
+			for _, s := range ch.Slices {
+				if !visible(view, s.ID) {
+					return fmt.Errorf("image chunk %d slice %d covered: %w", ch.Index, s.ID, syscall.EINVAL)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// arrive makes a node of this partition from image img, counted under the
+// quotas over directory d, and returns its slot (not yet linked: the
+// caller links it, once).
+func (e *Engine) arrive(d *node, img *XNode, now int64) uint32 {
+	slot, n := e.st.add(e.alloc())
+	a := &img.Attr
+	n.Mode, n.Nlink, n.Size = a.Mode, 1, a.Size
+	e.setOwner(n, a.UID, a.GID)
+	n.Atime, n.Mtime, n.Ctime = a.Atime, a.Mtime, now
+	if a.Rdev != 0 && (a.Mode&S_IFMT == S_IFCHR || a.Mode&S_IFMT == S_IFBLK) {
+		e.st.extra(n).rdev = a.Rdev
+	}
+	if img.Target != "" {
+		e.st.extra(n).target = img.Target
+	}
+	if len(img.Xattrs) > 0 {
+		x := e.st.extra(n)
+		x.xattrs = make(map[string][]byte, len(img.Xattrs))
+		for _, xa := range img.Xattrs {
+			x.xattrs[xa.Name] = slices.Clone(xa.Value)
+		}
+	}
+	if len(img.Chunks) > 0 {
+		cs := make([]chunk, len(img.Chunks))
+		for i, ch := range img.Chunks {
+			cs[i] = chunk{idx: ch.Index, slices: slices.Clone(ch.Slices)}
+		}
+		e.setChunks(n, cs)
+	}
+	if n.Mode&S_IFMT == S_IFREG {
+		e.used += n.Size
+	}
+	if e.quota.dirs != nil {
+		q := e.regionOf(d)
+		if q != 0 {
+			e.quotaAdd(q, 1, int64(bytesOf(n)))
+			e.quota.tags[n.Ino] = q
+		}
+	}
+	return slot
+}
+
+// depart frees non-directory n, whose one entry the caller removed or
+// replaced, without dropping its slices: another partition holds them now.
+func (e *Engine) depart(n *node) {
+	if e.quota.dirs != nil {
+		e.quotaGone(n)
+	}
+	if n.Mode&S_IFMT == S_IFREG {
+		e.used -= n.Size
+	}
+	e.setChunks(n, nil)
+	n.Nlink = 0
+	delete(e.orphans, n.Ino)
+	delete(e.opens, n.Ino)
+	e.st.remove(n.Ino)
+}
+
+// checkIntents is the invariant check's part for intents: sorted, unique,
+// well formed; a prepared source intent names a node; a target intent
+// reserves an entry of a directory; a committed source intent has an
+// image.
+func (e *Engine) checkIntents() error {
+	for i, in := range e.xr.list {
+		if i > 0 && bytes.Compare(e.xr.list[i-1].ID[:], in.ID[:]) >= 0 {
+			return fmt.Errorf("intents out of order at %x", in.ID)
+		}
+		if in.Role != XSource && in.Role != XTarget || in.State < XPrepared || in.State > XDone ||
+			in.Role == XTarget && in.State != XPrepared || in.State == XDone && in.Image != nil {
+			return fmt.Errorf("intent %x: role %d state %d", in.ID, in.Role, in.State)
+		}
+		if checkSyntax(in.Name) != nil || checkLen(in.Name) != nil || isDot(in.Name) {
+			return fmt.Errorf("intent %x: bad name %q", in.ID, in.Name)
+		}
+		if d := e.st.peek(in.Parent); in.State == XPrepared && (d == nil || !d.isDir()) {
+			return fmt.Errorf("intent %x: directory %d missing", in.ID, in.Parent)
+		}
+		if in.State == XCommitted && in.Image == nil {
+			return fmt.Errorf("intent %x: committed without an image", in.ID)
+		}
+		if in.Role == XTarget && in.Ino != 0 {
+			d := e.st.peek(in.Parent)
+			slot := e.entries(d).lookup(in.Name)
+			if slot == 0 || e.peekAt(slot).Ino != in.Ino {
+				return fmt.Errorf("intent %x: entry %q of %d does not name %d", in.ID, in.Name, in.Parent, in.Ino)
+			}
+		}
+	}
+	return nil
+}

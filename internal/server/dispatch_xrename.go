@@ -1,0 +1,131 @@
+package server
+
+import (
+	"fmt"
+	"syscall"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/canopyfs/canopy/api/metapb"
+	"github.com/canopyfs/canopy/internal/engine"
+)
+
+// dispatchXRename runs the steps of a rename across partitions
+// (engine/xrename.go) on this partition's side.
+func dispatchXRename(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Message, now int64) (proto.Message, error) {
+	switch m {
+	case pb.Method_XRENAME_PREPARE_SRC, pb.Method_XRENAME_PREPARE_DST:
+		r := req.(*pb.XPrepareRequest)
+		id, err := xid(r.Id)
+		if err != nil {
+			return nil, err
+		}
+		if r.Peer > 1<<engine.PartitionBits-1 {
+			return nil, fmt.Errorf("peer %d: %w", r.Peer, syscall.EINVAL)
+		}
+		parent, name, err := entry(e, c, r.Parent, r.Path, r.Name)
+		if err != nil {
+			return nil, err
+		}
+		if m == pb.Method_XRENAME_PREPARE_SRC {
+			ino, state, err := e.XPrepareSource(c, id, parent, name, r.Flags, uint16(r.Peer), now)
+			if err != nil {
+				return nil, err
+			}
+			return &pb.XPrepareReply{Ino: uint64(ino), State: uint32(state)}, nil
+		}
+		img, err := e.XPrepareTarget(c, id, parent, name, r.Flags, uint16(r.Peer), r.SourceDir, now)
+		if err != nil {
+			return nil, err
+		}
+		return &pb.XPrepareReply{Image: imageToPB(img)}, nil
+	}
+	r := req.(*pb.XIntentRequest)
+	if m == pb.Method_XRENAME_LIST {
+		return intentList(e, now), nil
+	}
+	id, err := xid(r.Id)
+	if err != nil {
+		return nil, err
+	}
+	switch m {
+	case pb.Method_XRENAME_COMMIT_SRC:
+		var in *engine.XNode
+		if r.Image != nil {
+			in = imageFromPB(r.Image)
+		}
+		img, err := e.XCommitSource(id, in, now)
+		if err != nil {
+			return nil, err
+		}
+		return &pb.XPrepareReply{Image: imageToPB(img)}, nil
+	case pb.Method_XRENAME_COMMIT_DST:
+		if r.Image == nil {
+			return nil, fmt.Errorf("commit without an image: %w", syscall.EINVAL)
+		}
+		return nil, e.XCommitTarget(id, imageFromPB(r.Image), now)
+	case pb.Method_XRENAME_ABORT:
+		return nil, e.XAbort(id)
+	case pb.Method_XRENAME_FORGET:
+		return nil, e.XForget(id, now)
+	default: // XRENAME_STATE
+		return &pb.XIntentReply{State: uint32(e.IntentState(id))}, nil
+	}
+}
+
+func xid(b []byte) (engine.XID, error) {
+	var id engine.XID
+	if len(b) != engine.XIDLen {
+		return id, fmt.Errorf("intent id of %d bytes: %w", len(b), syscall.EINVAL)
+	}
+	copy(id[:], b)
+	return id, nil
+}
+
+func intentList(e *engine.Engine, now int64) *pb.XIntentListReply {
+	r := &pb.XIntentListReply{}
+	for _, in := range e.Intents() {
+		if in.State == engine.XDone {
+			continue // nothing left to do; kept for retries
+		}
+		r.Intents = append(r.Intents, &pb.XIntent{Id: in.ID[:], Role: uint32(in.Role), State: uint32(in.State), Peer: uint32(in.Peer),
+			AgeNs: now - in.At, Image: imageToPB(in.Image), Parent: uint64(in.Parent), Name: in.Name})
+	}
+	return r
+}
+
+func imageToPB(img *engine.XNode) *pb.XNode {
+	if img == nil {
+		return nil
+	}
+	a := &img.Attr
+	x := &pb.XNode{Mode: a.Mode, Uid: a.UID, Gid: a.GID, Size: a.Size, AtimeNs: a.Atime, MtimeNs: a.Mtime,
+		CtimeNs: a.Ctime, Rdev: a.Rdev, Target: img.Target}
+	for _, xa := range img.Xattrs {
+		x.Xattrs = append(x.Xattrs, &pb.XXattr{Name: xa.Name, Value: xa.Value})
+	}
+	for _, ch := range img.Chunks {
+		c := &pb.XChunk{Index: ch.Index}
+		for _, s := range ch.Slices {
+			c.Slices = append(c.Slices, &pb.XSlice{Id: s.ID, Size: s.Size, Off: s.Off, Len: s.Len, Pos: s.Pos})
+		}
+		x.Chunks = append(x.Chunks, c)
+	}
+	return x
+}
+
+func imageFromPB(x *pb.XNode) *engine.XNode {
+	img := &engine.XNode{Attr: engine.Attr{Mode: x.Mode, UID: x.Uid, GID: x.Gid, Size: x.Size,
+		Atime: x.AtimeNs, Mtime: x.MtimeNs, Ctime: x.CtimeNs, Rdev: x.Rdev}, Target: x.Target}
+	for _, xa := range x.Xattrs {
+		img.Xattrs = append(img.Xattrs, engine.XXattr{Name: xa.Name, Value: xa.Value})
+	}
+	for _, c := range x.Chunks {
+		ch := engine.XChunk{Index: c.Index}
+		for _, s := range c.Slices {
+			ch.Slices = append(ch.Slices, engine.Slice{ID: s.Id, Size: s.Size, Off: s.Off, Len: s.Len, Pos: s.Pos})
+		}
+		img.Chunks = append(img.Chunks, ch)
+	}
+	return img
+}
