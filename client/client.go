@@ -61,6 +61,7 @@ type Options struct {
 	Cred        *Cred         // identity to act as; nil = the process's own
 	CallTimeout time.Duration // per attempt; 0 = the transport's default
 	OpTimeout   time.Duration // across retries; 0 = the transport's default
+	DialTimeout time.Duration // bounds connecting and the handshake; 0 = the transport's default (5 s)
 	TLS         *tls.Config   // connect with TLS; nil = plain TCP
 	RateLimit   float64       // calls per second this client may send; 0 = no limit
 	RateBurst   int           // calls that may go at once above RateLimit; 0 = a tenth of it
@@ -116,7 +117,7 @@ func Dial(addr string, opts Options) (*Client, error) {
 	addr = strings.Join(addrs, ",")
 	rc, err := rpc.DialAny(addrs, rpc.ClientConfig{
 		Secret: opts.Secret, Token: opts.Token, CallTimeout: opts.CallTimeout, OpTimeout: opts.OpTimeout,
-		TLS: opts.TLS, RateLimit: opts.RateLimit, RateBurst: opts.RateBurst,
+		DialTimeout: opts.DialTimeout, TLS: opts.TLS, RateLimit: opts.RateLimit, RateBurst: opts.RateBurst,
 		Early: opts.Durability == DurabilityPOSIX,
 	})
 	if err != nil {

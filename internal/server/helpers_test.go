@@ -41,10 +41,11 @@ func shutdown(t testing.TB, s *Server) {
 	}
 }
 
-// dial connects to addr as cred until the test ends.
+// dial connects to addr as cred until the test ends. The handshake may
+// take long on a machine that runs many test binaries at once.
 func dial(t testing.TB, addr string, cred client.Cred) *client.Client {
 	t.Helper()
-	c, err := client.Dial(addr, client.Options{Cred: &cred, OpTimeout: 10 * time.Second})
+	c, err := client.Dial(addr, client.Options{Cred: &cred, OpTimeout: 10 * time.Second, DialTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
