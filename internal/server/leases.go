@@ -108,6 +108,7 @@ func (in *intake) leaseSweep(stopped <-chan struct{}, timeout time.Duration, lea
 				continue
 			}
 			led = true
+			in.epoch.check(in.locks)
 			in.leases.adopt(clients, now)
 		}
 		for _, c := range in.leases.expired(now.Add(-timeout)) {

@@ -266,6 +266,8 @@ func openReplicated(s *Server) error {
 	if err := checkReplicatedDir(cfg); err != nil {
 		return err
 	}
+	names, _ := cfg.FS.ReadDir(dir)
+	restarted := len(names) > 0 // a Raft log from before: clients may hold locks its leader granted
 	if err := cfg.FS.MkdirAll(dir); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
@@ -316,6 +318,7 @@ func openReplicated(s *Server) error {
 	s.repl = r
 	s.metrics = newMetrics(s, sm, cfg.Metrics)
 	s.intake.gate = r.gate
+	s.intake.epoch = &lockEpoch{leadership: node.Leadership, restarted: restarted}
 	s.intake.transfer = r.groupCall
 	s.intake.busy = s.metrics.busy
 	s.start(r.proposer, r.reader, func() { s.locks.Sweep(s.stopped, s.log) }, func() { r.idle(s.stopped) }, func() {
