@@ -55,12 +55,14 @@ import (
 // the state as it has applied so far: its paths are resolved there and
 // the request rewritten to name inodes only, and the rewritten request is
 // what the entry carries, so the followers apply it without the
-// credential, as replay does. The nodes a scoped client was shown
-// (scopeGrants) are the leader's memory, not replicated state: after a
-// failover a scoped client looks files up again before it names them by
-// inode (as after a restart). A directory moved out of the subtree by
-// another credential between a scoped call's confinement and its entry's
-// apply is still the one the call named: the window is one proposal.
+// credential, as replay does. The entry carries the scope's top too, and
+// every replica checks again, as it applies the entry, that the
+// directories it names still lie below it (scope_apply.go): a directory
+// moved out of the subtree by another credential between a scoped call's
+// confinement and its entry's apply is refused there, on every replica
+// alike. The nodes a scoped client was shown (scopeGrants) are the
+// leader's memory, a cache only: a new leader finds a file inside the
+// scope from the namespace itself (engine.LinkedUnder).
 //
 // A replica that is not the leader answers every call but NULL and VOLUME
 // with rpc.StatusNotLeader and the leader's client address (empty when no
@@ -461,6 +463,7 @@ func (r *replicated) record(o *op) *pb.LogRecord {
 	return &pb.LogRecord{
 		TimeNs: r.cfg.Clock(), ClientId: client[:], CallId: o.call.ID, Method: uint32(o.method),
 		Uid: o.cred.UID, Gid: o.cred.GID, Groups: o.cred.Groups, Request: o.call.Payload,
+		ScopeTop: uint64(o.scopeTop), // checked again at apply (scope_apply.go)
 	}
 }
 

@@ -105,6 +105,7 @@ func (sm *stateMachine) confine(o *op, grants *scopeGrants) uint32 {
 	if err := cf.request(o.req); err != nil {
 		return statusOf(err)
 	}
+	o.scopeTop = top
 	if c := classOf(o.method); c == classMutation || c == classSession {
 		data, err := proto.Marshal(o.req)
 		if err != nil {
