@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/canopyfs/canopy/api/metapb"
+	"github.com/canopyfs/canopy/internal/auth"
 	"github.com/canopyfs/canopy/internal/engine"
 	"github.com/canopyfs/canopy/internal/replica"
 	"github.com/canopyfs/canopy/internal/rpc"
@@ -321,6 +322,7 @@ func openReplicated(s *Server) error {
 	s.metrics = newMetrics(s, sm, cfg.Metrics)
 	s.intake.gate = r.gate
 	s.intake.epoch = &lockEpoch{leadership: node.Leadership, restarted: restarted}
+	s.intake.access.confineIno = r.confineIno
 	s.intake.transfer = r.groupCall
 	s.intake.busy = s.metrics.busy
 	s.start(r.proposer, r.reader, func() { s.locks.Sweep(s.stopped, s.log) }, func() { r.idle(s.stopped) }, func() {
@@ -496,6 +498,26 @@ func (r *replicated) confine(o *op) bool {
 		return false
 	}
 	return true
+}
+
+// confineIno reports whether ino lies in the scope of cr, for a lock
+// call at intake (access.lockInside), on an RPC reader, under the
+// state's lock. The root's inode, which stands for the top, is not one:
+// a lock names a node by its own inode.
+func (r *replicated) confineIno(client rpc.ClientID, cr *auth.Credential, ino engine.Ino) bool {
+	r.state.mu.Lock()
+	defer r.state.mu.Unlock()
+	sm := r.state.sm
+	if ino == sm.eng.Root() {
+		return false
+	}
+	top, err := sm.eng.ResolveIno(engine.Cred{}, cr.Path, false)
+	if err != nil {
+		return false
+	}
+	cf := &confiner{e: sm.eng, top: top, grants: sm.grants, client: client, cred: cr.Name}
+	_, err = cf.inside(ino)
+	return err == nil
 }
 
 // propose proposes rec and answers o (if it is a call) once its entry is
