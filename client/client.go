@@ -114,10 +114,12 @@ func Dial(addr string, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("dial %q: no address", addr)
 	}
 	addr = strings.Join(addrs, ",")
+	locks := newLockState(opts.OnLocksLost)
 	rc, err := rpc.DialAny(addrs, rpc.ClientConfig{
 		Secret: opts.Secret, Token: opts.Token, CallTimeout: opts.CallTimeout, OpTimeout: opts.OpTimeout,
 		TLS: opts.TLS, RateLimit: opts.RateLimit, RateBurst: opts.RateBurst,
-		Early: opts.Durability == DurabilityPOSIX,
+		Early:    opts.Durability == DurabilityPOSIX,
+		OnBroken: locks.broken, // heartbeats at once, through the server (router) redialed
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
@@ -131,7 +133,7 @@ func Dial(addr string, opts Options) (*Client, error) {
 		callTimeout = defaultCallTimeout
 	}
 	c := &Client{rpc: rc, cred: rpc.Cred(cred), owner: true, callTimeout: callTimeout, vol: &volumeRef{opts: opts},
-		locks: newLockState(opts.OnLocksLost)}
+		locks: locks}
 	if opts.Durability == DurabilityPOSIX {
 		c.unsynced = &unsynced{}
 	}

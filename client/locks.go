@@ -84,13 +84,26 @@ type lockState struct {
 	stop     chan struct{}
 	done     chan struct{}
 	onLost   func(Ino)
-	soon     bool // the heartbeat goroutine's: a heartbeat failed, send the next round soon
+	soon     bool          // the heartbeat goroutine's: a heartbeat failed, send the next round soon
+	kick     chan struct{} // the connection broke: send a round now
 }
 
 func newLockState(onLost func(Ino)) *lockState {
 	return &lockState{mine: locks.New(time.Duration(math.MaxInt64), nil),
 		parts: make(map[uint16]Ino), interval: time.Second, // until the service tells its timeout
-		stop: make(chan struct{}), done: make(chan struct{}), onLost: onLost}
+		stop: make(chan struct{}), done: make(chan struct{}), onLost: onLost, kick: make(chan struct{}, 1)}
+}
+
+// broken is the transport's OnBroken: the client's connection broke,
+// and the next call redials, perhaps another router than before. The
+// heartbeats go at once, so that every partition holding the client's
+// opens and locks hears it through the router it reaches before the
+// router it left ends its session there (server/session_end.go).
+func (s *lockState) broken() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
 }
 
 // GetLk returns the first lock of another owner that conflicts with lk
@@ -238,6 +251,7 @@ func (s *lockState) heartbeats(c *Client) {
 		case <-s.stop:
 			return
 		case <-time.After(interval):
+		case <-s.kick:
 		}
 		for _, ino := range targets {
 			before := s.changes.Load()

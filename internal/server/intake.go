@@ -91,8 +91,8 @@ func (in *intake) serveCall(c *rpc.Call) {
 	if in.gate != nil && !in.gate(c) {
 		return
 	}
-	if m == pb.Method_HEARTBEAT || class == classSession {
-		in.leases.touch(c.Client, time.Now())
+	if class == classLock || class == classSession {
+		in.leases.touch(c.Client, time.Now(), c.Via())
 	}
 	if m == pb.Method_AUTH_WHOAMI {
 		serveWhoami(c, sess)
