@@ -4,7 +4,9 @@
 //
 // Locks are not logged or checkpointed: after a restart nobody holds a
 // lock, and clients take them again (or learn from a heartbeat that they
-// lost them). See docs/fuse.md. The package knows nothing of the wire: the
+// lost them); a table started again after a failover keeps a grace
+// period in which only those reclaims are granted (grace.go). See
+// docs/fuse.md and docs/security.md. The package knows nothing of the wire: the
 // metadata server decodes lock calls into Requests and answers them with
 // what the Table returns.
 //

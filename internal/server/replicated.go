@@ -70,10 +70,9 @@ import (
 // leader is known). Lock calls are answered by the leader from its lock
 // table, which is not replicated: after a failover (as after a restart)
 // each client takes its locks again once the new leader's answer to its
-// heartbeat shows it fewer locks than it holds (client/locks.go). Until
-// then, for up to a third of the lock timeout, another client may take
-// one of them; the holder's retake then fails and it is told the lock
-// is lost (OnLocksLost).
+// heartbeat shows it fewer locks than it holds (client/locks.go), and the
+// new leader's grace period, in which only such reclaims are granted,
+// keeps them for it (dispatch_locks.go).
 //
 // The replica's Raft log, state file and snapshots live in DIR/raft; the
 // snapshots are the server's checkpoints (encodeState), so two replicas

@@ -30,8 +30,9 @@ import (
 // (protocol.RouterConnID); a SESSION_END for a client last heard through
 // another router within the lock timeout is answered and not acted on.
 // The first router waits a moment before it sends it, and the client
-// sends its heartbeats as soon as it has redialed (client/locks.go), so
-// the partition hears it through the second router first.
+// sends its heartbeats as soon as its connection breaks, which redials
+// (client/locks.go), so the partition hears it through the second router
+// first.
 
 // errNotRouter refuses SESSION_END from a client credential (EPERM).
 var errNotRouter = fmt.Errorf("%w: only a router may end another client's session", auth.ErrNotAdmin)
