@@ -10,7 +10,7 @@ import (
 // only top's subtree; see internal/server/scope.go). A node that is not a
 // directory has no parent link: ENOTDIR. A missing node: ENOENT.
 func (e *Engine) DirUnder(ino, top Ino) (bool, error) {
-	n, err := e.get(ino)
+	n, err := e.peek(ino) // reads only: no copy of a frozen chunk
 	if err != nil {
 		return false, err
 	}
@@ -26,7 +26,7 @@ func (e *Engine) DirUnder(ino, top Ino) (bool, error) {
 			return false, nil
 		}
 		ino = parent
-		if n, err = e.get(ino); err != nil {
+		if n, err = e.peek(ino); err != nil {
 			return false, err
 		}
 	}
