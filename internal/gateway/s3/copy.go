@@ -40,7 +40,7 @@ func (b *Backend) CopyObject(ctx context.Context, in s3response.CopyObjectInput)
 	src, err := b.lookup(ctx, c, srcBucket, srcKey, backend.PreConditions{
 		IfMatch: in.CopySourceIfMatch, IfNoneMatch: in.CopySourceIfNoneMatch,
 		IfModSince: in.CopySourceIfModifiedSince, IfUnmodeSince: in.CopySourceIfUnmodifiedSince,
-	})
+	}, false)
 	if err != nil {
 		return s3response.CopyObjectOutput{}, err
 	}

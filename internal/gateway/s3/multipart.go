@@ -232,6 +232,8 @@ func (b *Backend) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMu
 	}
 	asked := in.MultipartUpload.Parts
 	var files []string
+	sizes := make([]int64, 0, len(asked))
+	sums := make([]checksum, 0, len(asked))
 	last := int32(0)
 	for i, cp := range asked {
 		if cp.PartNumber == nil || cp.ETag == nil {
@@ -249,6 +251,7 @@ func (b *Backend) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMu
 			return s3response.CompleteMultipartUploadResult{}, "", s3err.GetAPIError(s3err.ErrEntityTooSmall)
 		}
 		files = append(files, dir+"/"+partName(p.n))
+		sizes, sums = append(sizes, p.fi.Size()), append(sums, p.sum)
 	}
 	etag, err := backend.ComputeMultipartETagFromPartETags(asked)
 	if err != nil {
@@ -294,7 +297,10 @@ func (b *Backend) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMu
 	if full != nil { // the whole object's checksum is computed from its bytes: read them once, as they are copied
 		share = nil
 	}
-	if err := b.joinParts(ctx, c, bp, dst, src, share, strings.Trim(etag, `"`), m); err != nil {
+	// The parts' boundaries and checksums go with the object, for GET
+	// and HEAD of one part (partNumber).
+	keep := func(tmp string) error { return keepParts(ctx, c, tmp, sizes, sums) }
+	if err := b.joinParts(ctx, c, bp, dst, src, share, strings.Trim(etag, `"`), m, keep); err != nil {
 		return s3response.CompleteMultipartUploadResult{}, "", s3Error(err, bucket, "object")
 	}
 	var cs checksum
@@ -321,8 +327,9 @@ func (b *Backend) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMu
 }
 
 // joinParts writes the concatenation of files beside dst and renames it
-// there, with etag and m.
-func (b *Backend) joinParts(ctx context.Context, c *client.Client, bucketDir, dst string, src io.Reader, files []string, etag string, m objMeta) error {
+// there, with etag and m; before, if set, is called with the written
+// file's name just before the rename.
+func (b *Backend) joinParts(ctx context.Context, c *client.Client, bucketDir, dst string, src io.Reader, files []string, etag string, m objMeta, before func(tmp string) error) error {
 	dir := dst[:strings.LastIndex(dst, "/")]
 	if dir != bucketDir {
 		if err := c.MkdirAll(ctx, dir, 0o755); err != nil {
@@ -363,7 +370,11 @@ func (b *Backend) joinParts(ctx context.Context, c *client.Client, bucketDir, ds
 			err = cerr
 		}
 	}
-	return publish(ctx, c, tmp, dst, etag, m, nil, err)
+	var pre func() error
+	if before != nil {
+		pre = func() error { return before(tmp) }
+	}
+	return publish(ctx, c, tmp, dst, etag, m, pre, err)
 }
 
 // partsReader reads the files of parts one after the other, each opened
