@@ -153,18 +153,14 @@ func (b *Backend) UploadPart(ctx context.Context, in *s3.UploadPartInput) (*s3.U
 		body, sum = hr, hr
 	}
 	p := dir + "/" + partName(n)
-	etag, size, err := b.writeObject(ctx, c, dir, p, body, objMeta{}, nil)
+	etag, size, err := b.writeObject(ctx, c, dir, p, body, objMeta{}, sum, nil)
 	if err != nil {
 		return nil, s3Error(err, deref(in.Bucket), "part")
 	}
 	if in.ContentLength != nil && *in.ContentLength != size {
 		return nil, s3err.GetAPIError(s3err.ErrIncompleteBody)
 	}
-	cs, err := storeChecksum(ctx, c, p, sum)
-	if err != nil {
-		return nil, s3Error(err, deref(in.Bucket), "part")
-	}
-	f := cs.fields()
+	f := checksumOf(sum).fields()
 	return &s3.UploadPartOutput{ETag: ptr(`"` + etag + `"`),
 		ChecksumCRC32: f[0], ChecksumCRC32C: f[1], ChecksumSHA1: f[2], ChecksumSHA256: f[3], ChecksumCRC64NVME: f[4],
 		ChecksumSHA512: f[5], ChecksumMD5: f[6], ChecksumXXHASH64: f[7], ChecksumXXHASH3: f[8], ChecksumXXHASH128: f[9]}, nil
@@ -374,7 +370,7 @@ func (b *Backend) joinParts(ctx context.Context, c *client.Client, bucketDir, ds
 	if before != nil {
 		pre = func() error { return before(tmp) }
 	}
-	return publish(ctx, c, tmp, dst, etag, m, pre, err)
+	return publish(ctx, c, tmp, dst, etag, m, nil, pre, err)
 }
 
 // partsReader reads the files of parts one after the other, each opened

@@ -64,14 +64,10 @@ func etagOf(v []byte, fi *client.FileInfo) string {
 	return fmt.Sprintf(`"%x%x-1"`, uint64(fi.Ino()), fi.ModTime().UnixNano())
 }
 
-// setETag records etag (without quotes) for the file at p as it is now.
-func setETag(ctx context.Context, c *client.Client, p, etag string) (*client.FileInfo, error) {
-	fi, err := c.Stat(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	v := fmt.Sprintf("%s %d %d", etag, fi.ModTime().UnixNano(), fi.Size())
-	return fi, c.SetXattr(ctx, p, xattrETag, []byte(v), 0)
+// etagValue is the xattrETag value that records etag (without quotes)
+// for a file whose attributes are fi.
+func etagValue(etag string, fi *client.FileInfo) string {
+	return fmt.Sprintf("%s %d %d", etag, fi.ModTime().UnixNano(), fi.Size())
 }
 
 // readMeta reads an object's content type, headers and user metadata.
@@ -105,26 +101,28 @@ func metaOf(xs map[string][]byte) objMeta {
 
 // writeMeta stores m on the file at p.
 func writeMeta(ctx context.Context, c *client.Client, p string, m objMeta) error {
-	set := func(name, v string) error {
-		if v == "" {
-			return nil
-		}
-		return c.SetXattr(ctx, p, name, []byte(v), 0)
-	}
-	if err := set(xattrContentType, m.contentType); err != nil {
-		return err
-	}
-	for h, v := range m.headers {
-		if err := set(xattrHeader+h, v); err != nil {
-			return err
-		}
-	}
-	for k, v := range m.user {
-		if err := set(xattrMeta+strings.ToLower(k), v); err != nil {
-			return err
-		}
+	if xs := metaXattrs(m); len(xs) > 0 {
+		return setXattrs(ctx, c, p, xs)
 	}
 	return nil
+}
+
+// metaXattrs returns the xattrs that hold m, by name.
+func metaXattrs(m objMeta) map[string]string {
+	xs := map[string]string{}
+	set := func(name, v string) {
+		if v != "" {
+			xs[name] = v
+		}
+	}
+	set(xattrContentType, m.contentType)
+	for h, v := range m.headers {
+		set(xattrHeader+h, v)
+	}
+	for k, v := range m.user {
+		set(xattrMeta+strings.ToLower(k), v)
+	}
+	return xs
 }
 
 func headersOf(cacheControl, disposition, encoding, language, expires *string) map[string]string {
@@ -212,8 +210,7 @@ func (b *Backend) PutObject(ctx context.Context, in s3response.PutObjectInput) (
 	if err != nil {
 		return s3response.PutObjectOutput{}, err
 	}
-	var cs checksum
-	etag, n, err := b.writeObject(ctx, c, bp, p, body, m, pre)
+	etag, n, err := b.writeObject(ctx, c, bp, p, body, m, hr, pre)
 	if err != nil {
 		if _, berr := b.statBucket(ctx, c, bucket); berr != nil {
 			return s3response.PutObjectOutput{}, berr
@@ -223,9 +220,7 @@ func (b *Backend) PutObject(ctx context.Context, in s3response.PutObjectInput) (
 	if in.ContentLength != nil && *in.ContentLength != n {
 		return s3response.PutObjectOutput{}, s3err.GetAPIError(s3err.ErrIncompleteBody)
 	}
-	if cs, err = storeChecksum(ctx, c, p, hr); err != nil {
-		return s3response.PutObjectOutput{}, s3Error(err, bucket, "object")
-	}
+	cs := checksumOf(hr)
 	f := cs.fields()
 	out := s3response.PutObjectOutput{ETag: `"` + etag + `"`, Size: &n,
 		ChecksumCRC32: f[0], ChecksumCRC32C: f[1], ChecksumSHA1: f[2], ChecksumSHA256: f[3], ChecksumCRC64NVME: f[4],
