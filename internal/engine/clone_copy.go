@@ -1,0 +1,232 @@
+package engine
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"syscall"
+)
+
+// The copy of a subtree that clones and snapshots share: a metadata copy
+// in which every node of the subtree gets a new node with its attributes,
+// entries, symlink target, device number, xattrs (ACLs included) and
+// chunk layout, while the file data stays where it is: every slice the
+// copy places counts one more use in the engine's shared map, so that it
+// becomes garbage only when neither the source nor the copy uses it, and
+// a write to either makes new slices (copy on write) without touching the
+// other's.
+//
+// A copy runs in two passes. The plan walks the source, read only, and
+// lists its nodes in the order they will be made: breadth first, each
+// directory's entries by node slot (slots are part of the replicated
+// state; the order entries sit in a directory's buffer is not, since the
+// idle sweep, which runs on each replica at its own times, rewrites it).
+// It counts what the copy will hold, so that the quotas and the inode
+// allocator are checked before anything changes. The second pass makes
+// the nodes, with inode numbers handed out in plan order, so that one
+// copy's nodes have consecutive numbers: a snapshot's nodes are the range
+// of numbers its copy took.
+//
+// Like all of the engine, a copy runs on the engine's owner goroutine.
+
+// copyItem is one entry of the source to copy: the source node's slot,
+// the plan index of the directory it goes into (-1 for the copy's root)
+// and its name there, which shares the source directory's bytes.
+type copyItem struct {
+	slot   uint32
+	parent int32
+	name   []byte
+}
+
+// copyPlan is what the first pass finds.
+type copyPlan struct {
+	items []copyItem
+	nodes uint64            // distinct nodes, the root included
+	bytes uint64            // sizes of the regular files, each node once
+	links map[uint32]uint32 // source slot of a non-directory with several links -> entries naming it in the subtree
+}
+
+// copyOpts says how a copy is made.
+type copyOpts struct {
+	c         Cred // the caller: without root, every directory must be readable and searchable and every file readable (EACCES)
+	keepOwner bool // the copy keeps the source's owners; otherwise the caller owns it (and set-id bits of non-directories go)
+	skip      Ino  // a directory of the source not copied (the snapshot area, when the source is the root)
+}
+
+// planCopy walks the subtree at src, whose entry in the copy is name.
+func (e *Engine) planCopy(src *node, name string, o copyOpts) (*copyPlan, error) {
+	p := &copyPlan{}
+	rootSlot := e.st.slotOf(src.Ino)
+	p.items = append(p.items, copyItem{slot: rootSlot, parent: -1, name: []byte(name)})
+	var err error
+	for i := 0; i < len(p.items) && err == nil; i++ {
+		n := e.peekAt(p.items[i].slot)
+		if err = e.mayCopy(o.c, n); err != nil {
+			return nil, err
+		}
+		if !n.isDir() {
+			if n.Nlink > 1 {
+				if p.links == nil {
+					p.links = make(map[uint32]uint32)
+				}
+				k := p.links[p.items[i].slot]
+				p.links[p.items[i].slot] = k + 1
+				if k > 0 {
+					continue // counted at its first entry
+				}
+			}
+			p.nodes++
+			p.bytes += bytesOf(n)
+			continue
+		}
+		p.nodes++
+		first := len(p.items)
+		e.entries(n).each(func(nameb []byte, slot uint32) bool {
+			if o.skip != 0 && e.st.inoAt(slot) == o.skip {
+				return true
+			}
+			p.items = append(p.items, copyItem{slot: slot, parent: int32(i), name: nameb})
+			return true
+		})
+		kids := p.items[first:]
+		slices.SortFunc(kids, func(a, b copyItem) int { return int(a.slot) - int(b.slot) })
+	}
+	return p, err
+}
+
+// mayCopy checks that c may copy n: root may copy anything; anyone else
+// needs to read and search every directory and read every regular file.
+func (e *Engine) mayCopy(c Cred, n *node) error {
+	if c.IsRoot() {
+		return nil
+	}
+	switch n.Mode & S_IFMT {
+	case S_IFDIR:
+		return e.access(c, n, mayRead|mayExec)
+	case S_IFREG:
+		return e.access(c, n, mayRead)
+	}
+	return nil
+}
+
+// checkCopy checks that the plan's nodes fit in the inode numbers left
+// and under the quotas over directory d (returning the nearest of them).
+func (e *Engine) checkCopy(p *copyPlan, d *node) (Ino, error) {
+	if e.next+p.nodes >= 1<<localBits {
+		return 0, syscall.ENOSPC
+	}
+	q := e.regionOf(d)
+	if err := e.quotaCheck(q, p.nodes, p.bytes); err != nil {
+		return 0, fmt.Errorf("copy of %d nodes and %d bytes: %w", p.nodes, p.bytes, err)
+	}
+	return q, nil
+}
+
+// makeCopy runs the plan into directory d, at time now, and returns the
+// copy's root. q is the nearest quota over d (checkCopy). d's entry for
+// the root is added last, so a copy into its own source never meets
+// itself; d's times change as for any new entry.
+func (e *Engine) makeCopy(p *copyPlan, d *node, q Ino, o copyOpts, now int64) *node {
+	copies := make([]uint32, len(p.items)) // plan index -> slot of the copy
+	var linked map[uint32]uint32           // source slot -> copy slot, for nodes with several links
+	if p.links != nil {
+		linked = make(map[uint32]uint32, len(p.links))
+	}
+	var rootSlot uint32
+	for i := range p.items {
+		it := &p.items[i]
+		var pd *node
+		if it.parent >= 0 {
+			pd = e.at(copies[it.parent])
+		}
+		src := e.peekAt(it.slot)
+		if k, ok := p.links[it.slot]; ok {
+			if slot, done := linked[it.slot]; done {
+				copies[i] = slot
+				e.entriesMut(pd).addBytes(it.name, slot)
+				continue
+			}
+			slot := e.copyNode(src, pd, d, q, o)
+			e.at(slot).Nlink = k
+			linked[it.slot] = slot
+			copies[i] = slot
+		} else {
+			copies[i] = e.copyNode(src, pd, d, q, o)
+		}
+		if pd == nil {
+			rootSlot = copies[i]
+			continue
+		}
+		e.entriesMut(pd).addBytes(it.name, copies[i])
+		if src.isDir() {
+			pd.Nlink++
+		}
+	}
+	root := e.at(rootSlot)
+	e.addEntry(d, string(p.items[0].name), rootSlot, now)
+	if root.isDir() {
+		d.Nlink++
+	}
+	e.used += p.bytes
+	if q != 0 {
+		e.quotaAdd(q, int64(p.nodes), int64(p.bytes))
+	}
+	return root
+}
+
+// copyNode makes the copy of node src, to go into the copied directory pd
+// (nil: the copy's root, which goes into d), and returns its slot. A
+// directory starts with link count 2 and no entries.
+func (e *Engine) copyNode(src *node, pd, d *node, q Ino, o copyOpts) uint32 {
+	s := *src // st.add below may move the chunk src is read from (a live freeze)
+	sx := e.st.extraOf(src)
+	one := e.st.singleOf(src)
+	slot, n := e.st.add(e.alloc())
+	n.Size, n.Atime, n.Mtime, n.Ctime = s.Size, s.Atime, s.Mtime, s.Ctime
+	n.Mode, n.Nlink = s.Mode, 1
+	o2 := e.st.owners.get(s.own)
+	uid, gid := o2.uid, o2.gid
+	if !o.keepOwner {
+		uid, gid = o.c.UID, o.c.GID
+		if !n.isDir() {
+			n.Mode &^= S_ISUID | S_ISGID
+		}
+	}
+	e.setOwner(n, uid, gid)
+	if one != nil {
+		i, c := e.st.singles.alloc()
+		*c = *one
+		n.aux = i | singleBit
+		e.shared[c.slice.ID]++
+	}
+	if sx != nil {
+		x := e.st.extra(n)
+		x.target, x.rdev = sx.target, sx.rdev
+		if sx.xattrs != nil {
+			x.xattrs = maps.Clone(sx.xattrs) // values are replaced, never changed in place
+		}
+		if sx.file != nil {
+			cs := slices.Clone(sx.file.chunks)
+			for k := range cs {
+				cs[k].slices = slices.Clone(cs[k].slices)
+				for _, sl := range cs[k].slices {
+					e.shared[sl.ID]++
+				}
+			}
+			x.file = &fileData{chunks: cs}
+		}
+		if s.isDir() {
+			n.Nlink = 2
+			x.dir = &dirents{}
+			if pd != nil {
+				x.parent = pd.Ino
+			} else {
+				x.parent = d.Ino
+			}
+		}
+	}
+	if q != 0 && !n.isDir() {
+		e.quota.tags[n.Ino] = q
+	}
+	return slot
+}
