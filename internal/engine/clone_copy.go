@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"maps"
+	"math/bits"
 	"slices"
 	"syscall"
 )
@@ -41,8 +42,10 @@ type copyItem struct {
 // copyPlan is what the first pass finds.
 type copyPlan struct {
 	items []copyItem
-	nodes uint64            // distinct nodes, the root included
-	bytes uint64            // sizes of the regular files, each node once
+	nodes  uint64           // distinct nodes, the root included
+	bytes  uint64           // sizes of the regular files, each node once
+	slices int              // slice placements of the files, each node once
+	dirBuf []int            // per plan index of a directory: bytes of the entries it gets
 	links map[uint32]uint32 // source slot of a non-directory with several links -> entries naming it in the subtree
 }
 
@@ -77,17 +80,33 @@ func (e *Engine) planCopy(src *node, name string, o copyOpts) (*copyPlan, error)
 			}
 			p.nodes++
 			p.bytes += bytesOf(n)
+			if e.st.singleOf(n) != nil {
+				p.slices++
+			} else if x := e.st.extraOf(n); x != nil && x.file != nil {
+				for _, ch := range x.file.chunks {
+					p.slices += len(ch.slices)
+				}
+			}
 			continue
 		}
 		p.nodes++
 		first := len(p.items)
+		size := 0
 		e.entries(n).each(func(nameb []byte, slot uint32) bool {
 			if o.skip != 0 && e.st.inoAt(slot) == o.skip {
 				return true
 			}
 			p.items = append(p.items, copyItem{slot: slot, parent: int32(i), name: nameb})
+			size += entHeader + len(nameb)
 			return true
 		})
+		if p.dirBuf == nil {
+			p.dirBuf = make([]int, 0, 64)
+		}
+		for len(p.dirBuf) <= i {
+			p.dirBuf = append(p.dirBuf, 0)
+		}
+		p.dirBuf[i] = size
 		kids := p.items[first:]
 		slices.SortFunc(kids, func(a, b copyItem) int { return int(a.slot) - int(b.slot) })
 	}
@@ -128,42 +147,64 @@ func (e *Engine) checkCopy(p *copyPlan, d *node) (Ino, error) {
 // itself; d's times change as for any new entry.
 func (e *Engine) makeCopy(p *copyPlan, d *node, q Ino, o copyOpts, now int64) *node {
 	copies := make([]uint32, len(p.items)) // plan index -> slot of the copy
-	var linked map[uint32]uint32           // source slot -> copy slot, for nodes with several links
+	dents := make([]*dirents, len(p.dirBuf))
+	var linked map[uint32]uint32 // source slot -> copy slot, for nodes with several links
 	if p.links != nil {
 		linked = make(map[uint32]uint32, len(p.links))
 	}
-	var rootSlot uint32
+	if len(e.shared) < p.slices {
+		// Grown once rather than step by step as the copy's uses come.
+		grown := make(map[uint64]uint32, len(e.shared)+p.slices)
+		for id, k := range e.shared {
+			grown[id] = k
+		}
+		e.shared = grown
+	}
+	e.st.index.growFor(int(p.nodes), &e.st.nodes)
 	for i := range p.items {
 		it := &p.items[i]
-		var pd *node
+		var parent Ino
 		if it.parent >= 0 {
-			pd = e.at(copies[it.parent])
+			parent = e.st.inoAt(copies[it.parent])
+		} else {
+			parent = d.Ino
 		}
 		src := e.peekAt(it.slot)
 		if k, ok := p.links[it.slot]; ok {
 			if slot, done := linked[it.slot]; done {
 				copies[i] = slot
-				e.entriesMut(pd).addBytes(it.name, slot)
+				dents[it.parent].loadEntry(it.name, slot)
 				continue
 			}
-			slot := e.copyNode(src, pd, d, q, o)
+			slot := e.copyNode(src, parent, q, o)
 			e.at(slot).Nlink = k
 			linked[it.slot] = slot
 			copies[i] = slot
 		} else {
-			copies[i] = e.copyNode(src, pd, d, q, o)
+			copies[i] = e.copyNode(src, parent, q, o)
 		}
-		if pd == nil {
-			rootSlot = copies[i]
+		if i < len(dents) && p.dirBuf[i] > 0 {
+			// A new directory's entries, appended as a checkpoint's are
+			// and indexed once at the end.
+			x := e.st.extraOf(e.at(copies[i]))
+			x.dir.buf = make([]byte, 0, p.dirBuf[i])
+			dents[i] = x.dir
+		}
+		if it.parent < 0 {
 			continue
 		}
-		e.entriesMut(pd).addBytes(it.name, copies[i])
+		dents[it.parent].loadEntry(it.name, copies[i])
 		if src.isDir() {
-			pd.Nlink++
+			e.at(copies[it.parent]).Nlink++
 		}
 	}
-	root := e.at(rootSlot)
-	e.addEntry(d, string(p.items[0].name), rootSlot, now)
+	for _, dd := range dents {
+		if dd != nil {
+			dd.reindex()
+		}
+	}
+	root := e.at(copies[0])
+	e.addEntry(d, string(p.items[0].name), copies[0], now)
 	if root.isDir() {
 		d.Nlink++
 	}
@@ -174,25 +215,27 @@ func (e *Engine) makeCopy(p *copyPlan, d *node, q Ino, o copyOpts, now int64) *n
 	return root
 }
 
-// copyNode makes the copy of node src, to go into the copied directory pd
-// (nil: the copy's root, which goes into d), and returns its slot. A
-// directory starts with link count 2 and no entries.
-func (e *Engine) copyNode(src *node, pd, d *node, q Ino, o copyOpts) uint32 {
+// copyNode makes the copy of node src, to go into directory parent, and
+// returns its slot. A directory starts with link count 2 and no entries.
+func (e *Engine) copyNode(src *node, parent Ino, q Ino, o copyOpts) uint32 {
 	s := *src // st.add below may move the chunk src is read from (a live freeze)
 	sx := e.st.extraOf(src)
 	one := e.st.singleOf(src)
 	slot, n := e.st.add(e.alloc())
 	n.Size, n.Atime, n.Mtime, n.Ctime = s.Size, s.Atime, s.Mtime, s.Ctime
 	n.Mode, n.Nlink = s.Mode, 1
-	o2 := e.st.owners.get(s.own)
-	uid, gid := o2.uid, o2.gid
-	if !o.keepOwner {
-		uid, gid = o.c.UID, o.c.GID
+	switch {
+	case !o.keepOwner:
+		e.setOwner(n, o.c.UID, o.c.GID)
 		if !n.isDir() {
 			n.Mode &^= S_ISUID | S_ISGID
 		}
+	case s.own != 0:
+		// The source's pair, counted once more (st.add counted root's).
+		e.st.owners.refs[s.own]++
+		e.st.owners.unref(0)
+		n.own = s.own
 	}
-	e.setOwner(n, uid, gid)
 	if one != nil {
 		i, c := e.st.singles.alloc()
 		*c = *one
@@ -218,15 +261,37 @@ func (e *Engine) copyNode(src *node, pd, d *node, q Ino, o copyOpts) uint32 {
 		if s.isDir() {
 			n.Nlink = 2
 			x.dir = &dirents{}
-			if pd != nil {
-				x.parent = pd.Ino
-			} else {
-				x.parent = d.Ino
-			}
+			x.parent = parent
 		}
 	}
 	if q != 0 && !n.isDir() {
 		e.quota.tags[n.Ino] = q
 	}
 	return slot
+}
+
+// growFor grows the index, at once, to hold n more entries without
+// growing again.
+func (x *inoIndex) growFor(n int, nodes *slab[node]) {
+	size := max(64, len(x.slots))
+	for (x.count+n+1)*16 > size*maxIndexLoad {
+		size *= 2
+	}
+	if size == len(x.slots) {
+		return
+	}
+	old := x.slots
+	x.slots = make([]uint32, size)
+	x.shift = uint8(64 - bits.TrailingZeros(uint(size)))
+	mask := size - 1
+	for _, slot := range old {
+		if slot == 0 {
+			continue
+		}
+		i := x.home(slotIno(nodes, slot))
+		for x.slots[i] != 0 {
+			i = (i + 1) & mask
+		}
+		x.slots[i] = slot
+	}
 }
