@@ -41,12 +41,12 @@ type copyItem struct {
 
 // copyPlan is what the first pass finds.
 type copyPlan struct {
-	items []copyItem
-	nodes  uint64           // distinct nodes, the root included
-	bytes  uint64           // sizes of the regular files, each node once
-	slices int              // slice placements of the files, each node once
-	dirBuf []int            // per plan index of a directory: bytes of the entries it gets
-	links map[uint32]uint32 // source slot of a non-directory with several links -> entries naming it in the subtree
+	items  []copyItem
+	nodes  uint64            // distinct nodes, the root included
+	bytes  uint64            // sizes of the regular files, each node once
+	slices int               // slice placements of the files, each node once
+	dirBuf []int             // per plan index of a directory: bytes of the entries it gets
+	links  map[uint32]uint32 // source slot of a non-directory with several links -> entries naming it in the subtree
 }
 
 // copyOpts says how a copy is made.

@@ -136,7 +136,10 @@ func (s *snapWorker) pick() (snapOp, func(context.Context, *client.Client) error
 				m.snaps[name] = maps.Clone(m.tree)
 				m.order = append(m.order, name)
 			}},
-			func(ctx context.Context, c *client.Client) error { _, err := c.SnapshotCreate(ctx, root, name); return err }
+			func(ctx context.Context, c *client.Client) error {
+				_, err := c.SnapshotCreate(ctx, root, name)
+				return err
+			}
 	case k < 3 && len(s.m.order) > 2:
 		name := s.m.order[0]
 		return snapOp{"snapshot rm " + root + " " + name, func(m *snapModel) {
