@@ -219,7 +219,9 @@ func (e *Engine) SnapshotRemove(c Cred, dir Ino, name string, now int64) error {
 	// slots is a function of the snapshot alone.
 	for ino := r.hi; ino >= r.lo; ino-- {
 		n := e.node(ino)
-		if !n.isDir() {
+		if n.isDir() {
+			e.entries(n) // inflated if the idle sweep packed it, so that its counts go with it
+		} else {
 			n.Nlink = 1 // its entries go with their directories
 		}
 		e.dropLink(n, now)
