@@ -32,11 +32,12 @@ import (
 
 // copyItem is one entry of the source to copy: the source node's slot,
 // the plan index of the directory it goes into (-1 for the copy's root)
-// and its name there, which shares the source directory's bytes.
+// and the offset of its entry in the source directory's buffer (no
+// pointer: a plan of a million items costs the collector nothing).
 type copyItem struct {
 	slot   uint32
 	parent int32
-	name   []byte
+	off    uint32
 }
 
 // copyPlan is what the first pass finds.
@@ -46,6 +47,8 @@ type copyPlan struct {
 	bytes  uint64            // sizes of the regular files, each node once
 	slices int               // slice placements of the files, each node once
 	dirBuf []int             // per plan index of a directory: bytes of the entries it gets
+	bufs   [][]byte          // per plan index of a directory: the source directory's entry buffer
+	name   string            // the copy's root's name
 	links  map[uint32]uint32 // source slot of a non-directory with several links -> entries naming it in the subtree
 }
 
@@ -58,9 +61,9 @@ type copyOpts struct {
 
 // planCopy walks the subtree at src, whose entry in the copy is name.
 func (e *Engine) planCopy(src *node, name string, o copyOpts) (*copyPlan, error) {
-	p := &copyPlan{}
+	p := &copyPlan{name: name}
 	rootSlot := e.st.slotOf(src.Ino)
-	p.items = append(p.items, copyItem{slot: rootSlot, parent: -1, name: []byte(name)})
+	p.items = append(p.items, copyItem{slot: rootSlot, parent: -1})
 	var err error
 	for i := 0; i < len(p.items) && err == nil; i++ {
 		n := e.peekAt(p.items[i].slot)
@@ -92,21 +95,20 @@ func (e *Engine) planCopy(src *node, name string, o copyOpts) (*copyPlan, error)
 		p.nodes++
 		first := len(p.items)
 		size := 0
-		e.entries(n).each(func(nameb []byte, slot uint32) bool {
-			if o.skip != 0 && e.st.inoAt(slot) == o.skip {
-				return true
+		de := e.entries(n) // inflated: its buffer holds the entries
+		for off := 0; off < len(de.buf); off = de.next(off) {
+			slot := de.slotAt(off)
+			if slot == 0 || o.skip != 0 && e.st.inoAt(slot) == o.skip {
+				continue
 			}
-			p.items = append(p.items, copyItem{slot: slot, parent: int32(i), name: nameb})
-			size += entHeader + len(nameb)
-			return true
-		})
-		if p.dirBuf == nil {
-			p.dirBuf = make([]int, 0, 64)
+			p.items = append(p.items, copyItem{slot: slot, parent: int32(i), off: uint32(off)})
+			size += entHeader + int(de.buf[off+4])
 		}
 		for len(p.dirBuf) <= i {
 			p.dirBuf = append(p.dirBuf, 0)
+			p.bufs = append(p.bufs, nil)
 		}
-		p.dirBuf[i] = size
+		p.dirBuf[i], p.bufs[i] = size, de.buf
 		kids := p.items[first:]
 		slices.SortFunc(kids, func(a, b copyItem) int { return int(a.slot) - int(b.slot) })
 	}
@@ -173,7 +175,7 @@ func (e *Engine) makeCopy(p *copyPlan, d *node, q Ino, o copyOpts, now int64) *n
 		if k, ok := p.links[it.slot]; ok {
 			if slot, done := linked[it.slot]; done {
 				copies[i] = slot
-				dents[it.parent].loadEntry(it.name, slot)
+				dents[it.parent].loadEntry(p.nameOf(it), slot)
 				continue
 			}
 			slot := e.copyNode(src, parent, q, o)
@@ -193,7 +195,7 @@ func (e *Engine) makeCopy(p *copyPlan, d *node, q Ino, o copyOpts, now int64) *n
 		if it.parent < 0 {
 			continue
 		}
-		dents[it.parent].loadEntry(it.name, copies[i])
+		dents[it.parent].loadEntry(p.nameOf(it), copies[i])
 		if src.isDir() {
 			e.at(copies[it.parent]).Nlink++
 		}
@@ -204,7 +206,7 @@ func (e *Engine) makeCopy(p *copyPlan, d *node, q Ino, o copyOpts, now int64) *n
 		}
 	}
 	root := e.at(copies[0])
-	e.addEntry(d, string(p.items[0].name), copies[0], now)
+	e.addEntry(d, p.name, copies[0], now)
 	if root.isDir() {
 		d.Nlink++
 	}
@@ -294,4 +296,12 @@ func (x *inoIndex) growFor(n int, nodes *slab[node]) {
 		}
 		x.slots[i] = slot
 	}
+}
+
+// nameOf returns the name of item it (not the root), in its source
+// directory's buffer.
+func (p *copyPlan) nameOf(it *copyItem) []byte {
+	buf := p.bufs[it.parent]
+	n := int(buf[it.off+4])
+	return buf[int(it.off)+entHeader : int(it.off)+entHeader+n]
 }
