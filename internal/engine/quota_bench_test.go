@@ -92,4 +92,3 @@ func BenchmarkQuotaTagMemory(b *testing.B) {
 	b.ReportMetric(under, "B/file-quota")
 	b.ReportMetric(under-plain, "B/tag")
 }
-
