@@ -199,7 +199,7 @@ func (e *Engine) Link(c Cred, ino Ino, newParent Ino, newName string, now int64)
 	if n.Nlink >= MaxLinks {
 		return Attr{}, syscall.EMLINK
 	}
-	if e.regionOf(d) != e.tagOf(ino) {
+	if e.regionOf(d) != e.regionOfNode(n) {
 		return Attr{}, syscall.EXDEV // the links would lie under different quotas
 	}
 	n.Nlink++

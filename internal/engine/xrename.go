@@ -609,7 +609,7 @@ func (e *Engine) arrive(d *node, img *XNode, now int64) uint32 {
 		q := e.regionOf(d)
 		if q != 0 {
 			e.quotaAdd(q, 1, int64(bytesOf(n)))
-			e.quota.tags[n.Ino] = q
+			e.setRegion(n, q)
 		}
 	}
 	return slot
