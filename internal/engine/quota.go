@@ -336,6 +336,7 @@ func (e *Engine) quotaCreate(d *node) (Ino, error) {
 
 // quotaCreated counts the new node n under q.
 func (e *Engine) quotaCreated(q Ino, n *node) {
+	e.ownerCreated(n)
 	if q == 0 {
 		return
 	}
@@ -348,6 +349,10 @@ func (e *Engine) quotaCreated(q Ino, n *node) {
 // quotaGone uncounts n, whose last link is gone: a directory's quota goes
 // with it.
 func (e *Engine) quotaGone(n *node) {
+	e.ownerGone(n)
+	if e.quota.dirs == nil {
+		return
+	}
 	if n.isDir() {
 		if _, ok := e.quota.dirs[n.Ino]; ok {
 			e.dropQuota(n.Ino)
@@ -374,9 +379,18 @@ func bytesOf(n *node) uint64 {
 	return 0
 }
 
-// quotaGrow checks that regular file n may grow to size and returns its
-// nearest quota (0 when none is over it).
+// quotaGrow checks that regular file n may grow to size under its owner's
+// and group's quotas and under the directory quotas, and returns its
+// nearest directory quota (0 when none is over it).
 func (e *Engine) quotaGrow(n *node, size uint64) (Ino, error) {
+	if err := e.ownerGrow(n, size); err != nil {
+		return 0, err
+	}
+	return e.quotaGrowDir(n, size)
+}
+
+// quotaGrowDir is quotaGrow for the directory quotas only.
+func (e *Engine) quotaGrowDir(n *node, size uint64) (Ino, error) {
 	q := e.regionOfNode(n)
 	if q == 0 || size <= n.Size {
 		return q, nil
@@ -384,8 +398,15 @@ func (e *Engine) quotaGrow(n *node, size uint64) (Ino, error) {
 	return q, e.quotaCheck(q, 0, size-n.Size)
 }
 
-// quotaResized counts regular file n's size change from old under q.
+// quotaResized counts regular file n's size change from old for its
+// owner and group and under q.
 func (e *Engine) quotaResized(q Ino, n *node, old uint64) {
+	e.ownerResized(n, old)
+	e.quotaResizedDir(q, n, old)
+}
+
+// quotaResizedDir is quotaResized for the directory quotas only.
+func (e *Engine) quotaResizedDir(q Ino, n *node, old uint64) {
 	if q != 0 {
 		e.quotaAdd(q, 0, int64(n.Size)-int64(old))
 	}

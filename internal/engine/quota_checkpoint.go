@@ -160,10 +160,19 @@ func (e *Engine) RepairQuotas(c Cred) ([]QuotaMismatch, error) {
 // errQuota reports a quota invariant that does not hold.
 var errQuota = errors.New("quota")
 
-// checkQuotas is the invariant check's part for quotas: every quota is on
-// a directory, the list and the map agree, every usage equals a full count
-// and every tag is the nearest quota over its node.
+// checkQuotas is the invariant check's part for quotas: the directory
+// quotas' and the owner quotas' (checkOwnerQuotas).
 func (e *Engine) checkQuotas() error {
+	if err := e.checkDirQuotas(); err != nil {
+		return err
+	}
+	return e.checkOwnerQuotas()
+}
+
+// checkDirQuotas is the invariant check's part for directory quotas:
+// every quota is on a directory, the list and the map agree, every usage
+// equals a full count and every tag is the nearest quota over its node.
+func (e *Engine) checkDirQuotas() error {
 	if e.quota.dirs == nil {
 		if len(e.quota.list) > 0 || e.regionCount() > 0 {
 			return fmt.Errorf("%w: a list or tags without quotas", errQuota)
