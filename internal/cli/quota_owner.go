@@ -87,7 +87,9 @@ func (o *ownerFlags) parse() (kind, id uint32, all bool, err error) {
 }
 
 // ownerName is "uid 7" or "gid 7".
-func ownerName(kind, id uint32) string { return kindName(kind) + " " + strconv.FormatUint(uint64(id), 10) }
+func ownerName(kind, id uint32) string {
+	return kindName(kind) + " " + strconv.FormatUint(uint64(id), 10)
+}
 
 // ownerQuotaErr turns the owner quota calls' errors into one line.
 func ownerQuotaErr(p string, kind, id uint32, err error) error {
