@@ -22,9 +22,9 @@ import (
 // same operations write the same bytes whether or not one of them was
 // loaded from a checkpoint in between; version 06 adds the directory
 // quotas' limits after the data section (quota_checkpoint.go), and, as
-// optional last sections, the intents of renames across partitions
-// (xrename_checkpoint.go) and the user and group quotas' limits
-// (quota_owner_checkpoint.go). Load reads versions 04, 05 and 06.
+// optional last sections, the user and group quotas' limits
+// (quota_owner_checkpoint.go) and the intents of renames across
+// partitions (xrename_checkpoint.go). Load reads versions 04, 05 and 06.
 const (
 	checkpointMagic   = "CNPYNS06"
 	checkpointMagic05 = "CNPYNS05"
@@ -69,8 +69,8 @@ func (e *Engine) WriteCheckpoint(w io.Writer) error {
 	enc.tables(&e.tables)
 	enc.writeData(e)
 	enc.quotas(e.quota.list)
-	enc.intents(e.xr.list)
 	enc.ownerQuotas(e.oq.list)
+	enc.intents(e.xr.list)
 	enc.flush()
 	if enc.err != nil {
 		return fmt.Errorf("write checkpoint: %w", enc.err)
@@ -130,10 +130,8 @@ func load(r io.Reader, parallel bool) (*Engine, error) {
 	dec.readData(e)
 	if string(magic) == checkpointMagic {
 		dec.readQuotas(e)
-		if !dec.next(ownerQuotasMagic) {
-			dec.readIntents(e)
-		}
 		dec.readOwnerQuotas(e)
+		dec.readIntents(e)
 	}
 	if dec.err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadCheckpoint, dec.err)

@@ -1,17 +1,18 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
-	"io"
 )
 
-// User and group quotas in checkpoints: an optional last section, written
-// only while there are any (so that a partition without them writes the
-// bytes it wrote before they existed): ownerQuotasMagic, the number of
-// quotas, then each quota's kind, id, file limit and byte limit, by kind
-// and id. Load counts the usage again (checkOwnerQuotas), so it is what a
-// replica that applied the same operations keeps.
+// User and group quotas in checkpoints: an optional section after the
+// directory quotas (and before the optional intents of renames across
+// partitions), written only while there are any, so that a partition
+// without them writes the bytes it wrote before they existed:
+// ownerQuotasMagic, the number of quotas, then each quota's kind, id, file
+// limit and byte limit, by kind and id. Load counts the usage again
+// (checkOwnerQuotas), so it is what a replica that applied the same
+// operations keeps. The JSON dump has them as an "owner_quotas" record
+// after the "quotas" one, [kind, id, file limit, byte limit] each.
 const ownerQuotasMagic = "CNPYOQ01"
 
 // maxCkptOwnerQuotas bounds the owner quotas a checkpoint may claim.
@@ -41,18 +42,31 @@ func (d *decoder) next(magic string) bool {
 	return string(b) == magic
 }
 
-// readOwnerQuotas reads the owner quota section into e, if the checkpoint
-// has one; nothing may follow it.
+// readOwnerQuotas reads the owner quota section into e, if the
+// checkpoint has one.
 func (d *decoder) readOwnerQuotas(e *Engine) {
-	if d.err != nil {
+	list := d.ownerQuotaList()
+	if d.err != nil || list == nil {
 		return
 	}
-	if _, err := d.r.Peek(1); errors.Is(err, io.EOF) {
-		return
+	for _, q := range list {
+		tab := e.oq.table(q.Kind)
+		if *tab == nil {
+			*tab = make(map[uint32]*ownerUse)
+		}
+		(*tab)[q.ID] = &ownerUse{OwnerQuotaLimit: q}
 	}
-	if magic := d.bytes(len(ownerQuotasMagic)); d.err == nil && string(magic) != ownerQuotasMagic {
-		d.err = fmt.Errorf("owner quotas section: magic %q", magic)
+	e.oq.list = list
+	e.oq.stale = true
+}
+
+// ownerQuotaList reads the owner quota section, if the bytes that follow
+// are one: nil if not.
+func (d *decoder) ownerQuotaList() []OwnerQuotaLimit {
+	if !d.next(ownerQuotasMagic) {
+		return nil
 	}
+	d.bytes(len(ownerQuotasMagic))
 	n := d.uint()
 	if d.err == nil && (n == 0 || n > maxCkptOwnerQuotas) {
 		d.err = fmt.Errorf("%d owner quotas", n)
@@ -75,19 +89,40 @@ func (d *decoder) readOwnerQuotas(e *Engine) {
 		list = append(list, q)
 	}
 	if d.err != nil {
+		return nil
+	}
+	return list
+}
+
+// jownerQuota is [kind, id, file limit, byte limit].
+type jownerQuota [4]uint64
+
+// jsonOwnerQuotas puts the "owner_quotas" record, if the checkpoint has
+// the section.
+func (d *decoder) jsonOwnerQuotas(put func(*jrec)) {
+	list := d.ownerQuotaList()
+	if d.err != nil || list == nil {
 		return
 	}
-	if _, err := d.r.Peek(1); !errors.Is(err, io.EOF) {
-		d.err = errors.New("bytes after the owner quotas")
-		return
-	}
+	rec := &jrec{T: "owner_quotas"}
 	for _, q := range list {
-		tab := e.oq.table(q.Kind)
-		if *tab == nil {
-			*tab = make(map[uint32]*ownerUse)
-		}
-		(*tab)[q.ID] = &ownerUse{OwnerQuotaLimit: q}
+		rec.OwnerQuotas = append(rec.OwnerQuotas, jownerQuota{uint64(q.Kind), uint64(q.ID), q.MaxFiles, q.MaxBytes})
 	}
-	e.oq.list = list
-	e.oq.stale = true
+	put(rec)
+}
+
+// jsonOwnerQuotasToCheckpoint writes the owner quota section from rec.
+func jsonOwnerQuotasToCheckpoint(rec *jrec, enc *encoder) error {
+	if rec.T != "owner_quotas" || len(rec.OwnerQuotas) == 0 {
+		return fmt.Errorf("%w: a %q record after the quotas", ErrBadJSONDump, rec.T)
+	}
+	list := make([]OwnerQuotaLimit, len(rec.OwnerQuotas))
+	for i, q := range rec.OwnerQuotas {
+		if q[0] > 255 || q[1] > 1<<32-1 {
+			return fmt.Errorf("%w: owner quota %v", ErrBadJSONDump, q)
+		}
+		list[i] = OwnerQuotaLimit{Kind: QuotaKind(q[0]), ID: uint32(q[1]), MaxFiles: q[2], MaxBytes: q[3]}
+	}
+	enc.ownerQuotas(list)
+	return nil
 }

@@ -401,3 +401,64 @@ func ownerQuotaRandom(t *testing.T, seed int64, steps int) {
 		t.Fatalf("seed %d: results %v: no EDQUOT", seed, errs)
 	}
 }
+
+// TestOwnerQuotaJSONDump: the JSON dump carries the user and group quotas
+// in an "owner_quotas" record, and converts back to the same checkpoint.
+func TestOwnerQuotaJSONDump(t *testing.T) {
+	e := jsonTestEngine(t)
+	for _, l := range []OwnerQuotaLimit{{QuotaUser, 0, 1000, 0}, {QuotaGroup, 7, 0, 5}} {
+		if _, err := e.SetOwnerQuota(credRoot, l.Kind, l.ID, l.MaxFiles, l.MaxBytes); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var bin bytes.Buffer
+	if err := e.WriteCheckpoint(&bin); err != nil {
+		t.Fatal(err)
+	}
+	var js bytes.Buffer
+	if err := CheckpointToJSON(bytes.NewReader(bin.Bytes()), &js, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(js.Bytes(), []byte(`{"t":"owner_quotas","owner_quotas":[[1,0,1000,0],[2,7,0,5]]}`)) {
+		t.Fatalf("no owner_quotas record in:\n%s", js.String()[max(0, js.Len()-400):])
+	}
+	var back bytes.Buffer
+	if err := JSONToCheckpoint(bytes.NewReader(js.Bytes()), &back, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(back.Bytes(), bin.Bytes()) {
+		t.Fatalf("binary -> JSON -> binary differs: %d bytes, %d before", back.Len(), bin.Len())
+	}
+	got, err := Load(bytes.NewReader(back.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustOwnerQuota(t, got, QuotaUser, 0, uint64(got.Len()), got.Statfs().UsedBytes)
+	bad := bytes.Replace(js.Bytes(), []byte(`[2,7,0,5]`), []byte(`[9,7,0,5]`), 1)
+	if err := JSONToCheckpoint(bytes.NewReader(bad), &bytes.Buffer{}, nil); err == nil {
+		var b bytes.Buffer
+		_ = JSONToCheckpoint(bytes.NewReader(bad), &b, nil)
+		if _, err := Load(&b); err == nil {
+			t.Fatal("an owner quota of kind 9 loads")
+		}
+	}
+}
+
+// ownerQuotasSeed is a checkpoint holding user and group quotas, for
+// FuzzLoad.
+func ownerQuotasSeed(tb testing.TB) []byte {
+	e := New(1, 1)
+	if _, err := e.Mknod(credRoot, e.Root(), "f", S_IFREG|0o644, 0, 2); err != nil {
+		tb.Fatal(err)
+	}
+	for _, l := range []OwnerQuotaLimit{{QuotaUser, 0, 10, 0}, {QuotaUser, 1000, 0, 9}, {QuotaGroup, 0, 3, 4}} {
+		if _, err := e.SetOwnerQuota(credRoot, l.Kind, l.ID, l.MaxFiles, l.MaxBytes); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	var b bytes.Buffer
+	if err := e.WriteCheckpoint(&b); err != nil {
+		tb.Fatal(err)
+	}
+	return b.Bytes()
+}
