@@ -88,18 +88,9 @@ func newQuotaCmd(g *globals) *cobra.Command {
 		}
 		w := tabwriter.NewWriter(g.out, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(w, "PATH\tFILES\tMAX FILES\tBYTES\tMAX BYTES")
-		limit := func(v uint64, size bool) string {
-			switch {
-			case v == 0:
-				return "-"
-			case size:
-				return bench.FormatSize(int64(v))
-			}
-			return fmt.Sprint(v)
-		}
 		for _, q := range qs {
-			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", q.Path, q.Files, limit(q.MaxFiles, false),
-				bench.FormatSize(int64(q.Bytes)), limit(q.MaxBytes, true))
+			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", q.Path, q.Files, quotaLimit(q.MaxFiles, false),
+				bench.FormatSize(int64(q.Bytes)), quotaLimit(q.MaxBytes, true))
 		}
 		return w.Flush()
 	}
@@ -156,8 +147,8 @@ func newQuotaCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	set.Flags().Uint64Var(&files, "files", 0, "most nodes below the directory (0: no limit)")
-	set.Flags().StringVar(&bytes, "bytes", "", "most bytes of regular files below the directory (0: no limit; KiB, MiB, GiB, TiB)")
+	set.Flags().Uint64Var(&files, "files", 0, "most nodes below the directory, or owned by the uid or gid (0: no limit)")
+	set.Flags().StringVar(&bytes, "bytes", "", "most bytes of regular files below the directory, or owned by the uid or gid (0: no limit; KiB, MiB, GiB, TiB)")
 	get := &cobra.Command{
 		Use: "get PATH | --uid U | --gid G", Short: "Show a directory's, a uid's or a gid's quota and usage", Args: cobra.MaximumNArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
