@@ -57,6 +57,9 @@ type metrics struct {
 	// noCapsHits counts GETXATTRs of security.capability answered from
 	// the mount's negative cache, without a call to the service.
 	noCapsHits prometheus.Counter
+	// dirAttrHits counts GETATTRs of a directory answered from a
+	// create's reply (dirattrs.go).
+	dirAttrHits prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -76,8 +79,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "canopy_fuse_xattr_negative_cache_hits_total",
 			Help: "GETXATTRs of security.capability answered ENODATA by the mount from what it knows, without asking the service.",
 		}),
+		dirAttrHits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "canopy_fuse_dir_attr_hits_total",
+			Help: "GETATTRs of a directory answered by the mount from the attributes a create's reply carried, without asking the service.",
+		}),
 	}
-	reg.MustRegister(m.ops, m.seconds, m.noCapsHits)
+	reg.MustRegister(m.ops, m.seconds, m.noCapsHits, m.dirAttrHits)
 	return m
 }
 
@@ -127,6 +134,13 @@ func (m *metrics) done(op string, start time.Time, st gofuse.Status) {
 func (m *metrics) noCapsHit() {
 	if m != nil {
 		m.noCapsHits.Inc()
+	}
+}
+
+// dirAttrHit records a GETATTR answered from a create's reply.
+func (m *metrics) dirAttrHit() {
+	if m != nil {
+		m.dirAttrHits.Inc()
 	}
 }
 
