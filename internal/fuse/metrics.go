@@ -119,6 +119,31 @@ func registerCacheMetrics(reg prometheus.Registerer, c *client.Client) {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "canopy_fuse_block_cache_bytes", Help: "Bytes of file data the mount's block cache holds.",
 	}, stat(func(s client.CacheStats) float64 { return float64(s.Bytes) })))
+	disk := func(pick func(client.DiskCacheStats) float64) func() float64 {
+		return func() float64 {
+			s, _ := c.DiskCacheStats()
+			return pick(s)
+		}
+	}
+	diskCounters := []struct {
+		name, help string
+		pick       func(client.DiskCacheStats) float64
+	}{
+		{"canopy_fuse_disk_cache_hits_total", "Blocks read from the on-disk cache (--cache-dir).",
+			func(s client.DiskCacheStats) float64 { return float64(s.Hits) }},
+		{"canopy_fuse_disk_cache_misses_total", "Blocks the on-disk cache did not have.",
+			func(s client.DiskCacheStats) float64 { return float64(s.Misses) }},
+		{"canopy_fuse_disk_cache_torn_total", "On-disk cache entries found damaged (length, magic or checksum) and removed, never served.",
+			func(s client.DiskCacheStats) float64 { return float64(s.Torn) }},
+		{"canopy_fuse_disk_cache_evicted_total", "On-disk cache entries removed to stay under --cache-size.",
+			func(s client.DiskCacheStats) float64 { return float64(s.Evicted) }},
+	}
+	for _, k := range diskCounters {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: k.name, Help: k.help}, disk(k.pick)))
+	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "canopy_fuse_disk_cache_bytes", Help: "Bytes the on-disk cache's entries take (--cache-dir).",
+	}, disk(func(s client.DiskCacheStats) float64 { return float64(s.Bytes) })))
 }
 
 // done records one operation that started at start and ended with st.
