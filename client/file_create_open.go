@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	pb "github.com/canopyfs/canopy/api/metapb"
+	"github.com/canopyfs/canopy/internal/rpc"
 )
 
 // CreateOpenIno creates regular file name in directory parent, with the
@@ -15,8 +16,8 @@ import (
 // create (O_CREAT): one call to the service, CREATE_OPEN, instead of
 // MKNOD and OPEN. It returns the open file, the new file's attributes and
 // the parent's just after the create (nil if the service did not send
-// them). A service without CREATE_OPEN (ENOSYS) is asked with MKNOD and
-// OPEN instead. ctx serves all the file's calls.
+// them). A service without CREATE_OPEN (an unknown method, or ENOSYS
+// from a router) is asked with MKNOD and OPEN instead. ctx serves all the file's calls.
 func (c *Client) CreateOpenIno(ctx context.Context, parent Ino, name string, mode, umask uint32, flag int) (*File, *FileInfo, *FileInfo, error) {
 	vol, err := c.dataVolume(ctx)
 	if err != nil {
@@ -29,7 +30,7 @@ func (c *Client) CreateOpenIno(ctx context.Context, parent Ino, name string, mod
 	c.unsynced.note(pb.Method_MKNOD, req)
 	var r pb.AttrReply
 	err = c.call(ctx, pb.Method_CREATE_OPEN, req, &r, "create", entryName(parent, name))
-	if errors.Is(err, syscall.ENOSYS) {
+	if unknownMethod(err) {
 		fi, err := c.MknodAtMasked(ctx, parent, name, req.Mode, 0, umask)
 		if err != nil {
 			return nil, nil, nil, err
@@ -56,4 +57,11 @@ func (c *Client) CreateOpenIno(ctx context.Context, parent Ino, name string, mod
 		f.w = vol.NewWriter((*dataPath)(c), uint64(ino), 0)
 	}
 	return f, fi, dir, nil
+}
+
+// unknownMethod reports whether err says the service does not know the
+// method called.
+func unknownMethod(err error) bool {
+	var se *rpc.StatusError
+	return errors.Is(err, syscall.ENOSYS) || errors.As(err, &se) && se.Status == rpc.StatusUnknownMethod
 }

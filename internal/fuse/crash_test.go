@@ -250,7 +250,9 @@ func TestMountCrashDurabilityModes(t *testing.T) {
 	srv := startServer()
 	defer func() { srv.kill() }()
 	dial := func() *client.Client {
-		c, err := client.Dial(srv.line, client.Options{Cred: &client.Cred{}})
+		// Generous time limits: a server just restarted on a loaded
+		// machine may take a while to answer.
+		c, err := client.Dial(srv.line, client.Options{Cred: &client.Cred{}, OpTimeout: 2 * time.Minute, CallTimeout: 30 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,8 +22,13 @@ func TestCreateOpen(t *testing.T) {
 	var root pb.AttrReply
 	a.must(pb.Method_GETATTR, &pb.NodeRequest{Ino: 1}, &root)
 	var r pb.AttrReply
+	syncs := srv.Stats().Syncs
 	a.must(pb.Method_CREATE_OPEN, &pb.CreateRequest{Parent: 1, Name: "f", Mode: engine.S_IFREG, OpenFlags: uint32(syscall.O_WRONLY)}, &r)
 	ino := r.Attr.GetIno()
+	// Not early: the create is answered once durable, as MKNOD is.
+	if srv.Stats().Syncs == syncs {
+		t.Fatal("CREATE_OPEN was answered before any log fsync")
+	}
 	if r.Attr.Mode != engine.S_IFREG || r.Parent.GetIno() != 1 || r.Parent.MtimeNs < root.Attr.MtimeNs || r.Parent.MtimeNs != r.Attr.CtimeNs {
 		t.Fatalf("reply %v, want a file of mode 0 and the root's attributes after the create", &r)
 	}
