@@ -44,7 +44,8 @@ type DataOptions struct {
 	// cache on local disk that outlives the client (a mount's
 	// --cache-dir and --cache-size). Entries are checksummed; a damaged
 	// one is never served.
-	CacheDir      string
+	CacheDir string
+	// CacheDirBytes bounds CacheDir; default DefaultCacheDirBytes (1 GiB).
 	CacheDirBytes int64
 }
 
