@@ -245,7 +245,7 @@ func (d *dirents) seal(kind byte, raw []byte) {
 	copy(packed[1:], enc)
 	d.packed = packed
 	d.bufLen = len(d.buf) - d.dead
-	d.buf, d.index, d.sorted, d.dead, d.bufShared = nil, nil, nil, 0, false
+	d.buf, d.index, d.index16, d.sorted, d.dead, d.bufShared = nil, nil, nil, nil, 0, false
 }
 
 // pack compresses the live entries and frees the buffer and index.

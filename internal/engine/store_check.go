@@ -125,6 +125,9 @@ func (d *dirents) checkOf(probe bool) error {
 			continue
 		}
 		live++
+		if d.index16 != nil && !fits16(off+1) {
+			return fmt.Errorf("entry at %d in a directory indexed by 2-byte cells", off)
+		}
 		if !probe {
 			continue
 		}
@@ -135,10 +138,13 @@ func (d *dirents) checkOf(probe bool) error {
 	if live != d.live || dead != d.dead {
 		return fmt.Errorf("directory holds %d live and %d dead bytes, counts %d and %d", live, dead, d.live, d.dead)
 	}
-	if d.index != nil {
+	if d.index != nil && d.index16 != nil {
+		return fmt.Errorf("directory has indexes of both widths")
+	}
+	if d.indexed() {
 		used := 0
-		for _, v := range d.index {
-			if v != 0 {
+		for i := range d.cells() {
+			if d.cell(i) != 0 {
 				used++
 			}
 		}
