@@ -146,17 +146,21 @@ for N in "$@"; do
 		rss1=$(metric "$MADDR" process_resident_memory_bytes)
 		nodes1=$(metric "$MADDR" canopy_meta_inodes)
 		# Wait for the idle sweep to finish (it has done work and its
-		# gauge reads 0 again: a whole round found nothing left to pack),
-		# then for the memory it freed to be returned (the server does it
-		# at most every 10 s), then collect once more.
+		# gauge reads 0 again: a whole round found nothing left to pack)
+		# and for the checkpoint the fill's last records started, if any,
+		# to be written (its frozen view keeps a copy of every node chunk
+		# the sweep changed meanwhile); then for the memory they freed to
+		# be returned (the server does it at most every 10 s), then
+		# collect once more.
 		sw0=$(date +%s.%N)
 		for _ in $(seq "${SWEEP_WAIT:-3600}"); do
 			[ "$(metric "$MADDR" canopy_meta_idle_work_total)" != 0 ] &&
-				[ "$(metric "$MADDR" canopy_meta_idle_sweep_busy)" = 0 ] && break
+				[ "$(metric "$MADDR" canopy_meta_idle_sweep_busy)" = 0 ] &&
+				[ "$(metric "$MADDR" canopy_meta_checkpoint_busy)" = 0 ] && break
 			sleep 1
 		done
 		sweep=$(awk -v s="$sw0" -v e="$(date +%s.%N)" 'BEGIN { printf "%.0f", e - s }')
-		echo "sweep idle after $sweep s; $(metric "$MADDR" canopy_meta_packed_dirs) directories packed" >&2
+		echo "sweep and checkpoints idle after $sweep s; $(metric "$MADDR" canopy_meta_packed_dirs) directories packed" >&2
 		sleep 11
 		curl -sf "http://$MADDR/debug/pprof/heap?gc=1" >/dev/null
 		sleep 10
@@ -192,7 +196,7 @@ for N in "$@"; do
 		meta=$(per "$rss0" "$rss2" "$N")
 		row "$N" "canopy meta over RPC: resident right after the fill" "$(per "$rss0" "$rss1" "$N")" \
 			"fill $(printf %.1f "$(jget seconds <<<"$f")") s ($(printf %.0f "$(jget files_per_sec <<<"$f")") creates/s, $WORKERS in flight); canopy_meta_inodes $nodes0 to $nodes1"
-		row "$N" "canopy meta over RPC: resident after the idle sweep and a forced GC" "$meta" "sweep idle $sweep s after the fill; resident $(( rss0 >> 20 )) MiB before, $(( rss1 >> 20 )) MiB after the fill, $(( rss2 >> 20 )) MiB after the sweep and GC, when the Go heap held $(( idle2 >> 20 )) MiB idle, $(( released2 >> 20 )) MiB of it returned to the OS; ${packed2:-0} directories packed"
+		row "$N" "canopy meta over RPC: resident after the idle sweep and a forced GC" "$meta" "sweep and checkpoints idle $sweep s after the fill; resident $(( rss0 >> 20 )) MiB before, $(( rss1 >> 20 )) MiB after the fill, $(( rss2 >> 20 )) MiB after the sweep and GC, when the Go heap held $(( idle2 >> 20 )) MiB idle, $(( released2 >> 20 )) MiB of it returned to the OS; ${packed2:-0} directories packed"
 		row "$N" "canopy meta over RPC: Go heap in use after GC" "$(per "$heap0" "$heap2" "$N")" ""
 	fi
 
