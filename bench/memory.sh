@@ -29,7 +29,7 @@
 #   hours, and Redis is skipped at that size).
 # Environment: WORKERS (creates in flight for the fill, default 64),
 # CONNS (default 4), TIMEOUT (per create, default 10m), SKIP_META=1,
-# SKIP_RESTART=1, SWEEP_WAIT (seconds to wait for the sweep, default 3600),
+# SKIP_INPROC=1 (no in-process step), SKIP_RESTART=1, SWEEP_WAIT (seconds to wait for the sweep, default 3600),
 # SKIP_REDIS=1, OUT (table file, default memory-<date>.md here). Needs
 # curl; installs redis-server if missing.
 set -euo pipefail
@@ -101,6 +101,7 @@ for N in "$@"; do
 	echo "== $N files in $D directories" >&2
 
 	# 1. In process.
+	if [ -z "${SKIP_INPROC:-}" ]; then
 	echo "canopy bench memory --files $N --dirs $D" >&2
 	if ! j=$("$work/canopy" bench memory --files "$N" --dirs "$D" --json 2>"$work/memory.err" | tail -n 1); then
 		echo "canopy bench memory failed:" >&2; tail -n 20 "$work/memory.err" >&2; exit 1
@@ -114,6 +115,7 @@ for N in "$@"; do
 	idle=$(jget rss_bytes_per_file_after_idle <<<"$j")
 	if [ -n "$idle" ]; then
 		row "$N" "in process: resident after idle compaction" "$(printf %.1f "$idle")" "compaction $(printf %.2f "$(jget idle_seconds <<<"$j")") s"
+	fi
 	fi
 
 	# 2. A canopy meta server filled over RPC.
