@@ -170,6 +170,7 @@ type Node struct {
 	started     time.Time
 	streaming   map[uint64]bool // followers a snapshot is being sent to
 	inflight    int             // jobs handed to the syncer and not reported done
+	appending   int             // of those, the ones carrying entries
 	lastStatus  Status
 }
 
@@ -384,7 +385,7 @@ func (n *Node) run() {
 				break drain
 			}
 		}
-		n.flushProposals()
+		n.proposeQueued()
 		n.issueRead()
 		if n.rn.HasReady() {
 			if err := n.handleReady(); err != nil {

@@ -110,6 +110,9 @@ func (n *Node) storageAppend(m pb.Message) error {
 		}
 	}
 	n.inflight++
+	if len(m.Entries) > 0 {
+		n.appending++
+	}
 	n.syncer.add(syncJob{point: point, resps: m.Responses, entries: len(m.Entries), written: time.Now()})
 	return nil
 }
@@ -130,6 +133,7 @@ func (n *Node) storageApply(m pb.Message) error {
 // to this replica, in order.
 func (n *Node) synced(d syncDone) error {
 	n.inflight -= d.jobs
+	n.appending -= d.appended
 	if d.err != nil {
 		return fmt.Errorf("sync entries: %w", d.err)
 	}

@@ -37,9 +37,10 @@ type syncJob struct {
 // those to this replica (in order); or that the sync failed (err), in
 // which case nothing was delivered.
 type syncDone struct {
-	jobs  int
-	local []pb.Message
-	err   error
+	jobs     int
+	appended int // of the jobs, those that carried entries
+	local    []pb.Message
+	err      error
 }
 
 // syncer is the goroutine (run) that fsyncs the log for the raft
@@ -110,6 +111,9 @@ func (s *syncer) run() {
 			ents := 0
 			for _, j := range jobs {
 				ents += j.entries
+				if j.entries > 0 {
+					d.appended++
+				}
 			}
 			if ents > 0 {
 				s.n.m.entriesPer.Observe(float64(ents))
