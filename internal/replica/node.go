@@ -142,7 +142,7 @@ type Node struct {
 	epoch uint64        // random per start: tells our proposals from those of an earlier run
 	seq   atomic.Uint64 // proposal ids
 
-	recv snapReceiver
+	recv   snapReceiver
 	syncer *syncer // fsyncs the log (syncer.go)
 
 	// Owned by the raft goroutine.
