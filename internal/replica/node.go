@@ -104,18 +104,25 @@ func (c *Config) setDefaults() {
 
 // Node is one replica of a group: it owns a raft.RawNode, its Storage and
 // log, and the StateMachine, all on one goroutine (the raft goroutine),
-// which runs the Ready loop:
+// except the fsyncs, which the syncer goroutine runs (syncer.go). Raft
+// runs with asynchronous storage writes; the raft goroutine's Ready loop
+// (ready.go):
 //
-//  1. if the term or vote changed, write the state file;
-//  2. install a snapshot received, if any;
-//  3. send the messages that do not acknowledge new entries or grant
-//     votes (a leader's MsgApps go out while it writes its own disk;
-//     snapshots go in chunks, on their own goroutine);
-//  4. apply the committed entries (durable on a quorum already), answer
-//     the proposals and the reads they make possible;
-//  5. append the new entries and sync, one append and one fsync for the
-//     whole Ready (group commit), then send the acknowledgements;
-//  6. take a snapshot and truncate the log if enough was applied.
+//  1. sends the messages that need nothing durable (a leader's MsgApps
+//     and heartbeats, vote requests; snapshots go in chunks, on their own
+//     goroutine);
+//  2. writes the MsgStorageAppend: the state file if the term or vote
+//     changed (with its own fsyncs), a snapshot received, the new entries
+//     into the log's segment file; then hands the point written and the
+//     acknowledgements that wait for it to the syncer, which fsyncs every
+//     point waiting with one fsync and then sends them;
+//  3. applies the MsgStorageApply's committed entries (durable here and
+//     on a quorum), answering the proposals and the reads they make
+//     possible;
+//  4. takes a snapshot and truncates the log if enough was applied.
+//
+// A leader's proposals wait while its last entries are being synced and
+// then go as one entry (batch.go), so that there is one entry per fsync.
 //
 // Every other method hands work to the raft goroutine and waits for its
 // answer, so all are safe for concurrent use.
