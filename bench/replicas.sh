@@ -35,7 +35,7 @@ cleanup() {
 trap cleanup EXIT
 
 wait_for() {
-	for _ in $(seq 100); do grep -q ready "$1" && return; sleep 0.1; done
+	for _ in $(seq 600); do grep -q ready "$1" && return; sleep 0.1; done
 	echo "not ready: $1" >&2; cat "$1" "${1%.out}.err" >&2; exit 1
 }
 

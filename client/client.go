@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"syscall"
@@ -96,6 +97,7 @@ type Client struct {
 	vol         *volumeRef    // file data; shared with the clients As returns
 	locks       *lockState    // heartbeats for file locks; shared likewise
 	unsynced    *unsynced     // partitions changed since the last Sync (DurabilityPOSIX); nil: strict
+	watch       *watchdog     // given several servers: moves off one gone silent (liveness.go); else nil
 }
 
 // Dial connects to the Canopy server at addr. addr may list several
@@ -115,11 +117,17 @@ func Dial(addr string, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("dial %q: no address", addr)
 	}
 	addr = strings.Join(addrs, ",")
-	rc, err := rpc.DialAny(addrs, rpc.ClientConfig{
+	rcfg := rpc.ClientConfig{
 		Secret: opts.Secret, Token: opts.Token, CallTimeout: opts.CallTimeout, OpTimeout: opts.OpTimeout,
 		DialTimeout: opts.DialTimeout, TLS: opts.TLS, RateLimit: opts.RateLimit, RateBurst: opts.RateBurst,
 		Early: opts.Durability == DurabilityPOSIX,
-	})
+	}
+	if len(addrs) > 1 {
+		// A stopped server accepts connections and never answers the
+		// handshake: with others to go to, do not wait long for it.
+		rcfg.DialTimeout = multiDialTimeout
+	}
+	rc, err := rpc.DialAny(addrs, rcfg)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
@@ -136,8 +144,15 @@ func Dial(addr string, opts Options) (*Client, error) {
 	if opts.Durability == DurabilityPOSIX {
 		c.unsynced = &unsynced{}
 	}
+	if len(addrs) > 1 {
+		c.watch = startWatchdog(rc, defaultLiveness, slog.Default())
+	}
 	return c, nil
 }
+
+// multiDialTimeout bounds dialing and the handshake with one server when
+// the client has several to choose from.
+const multiDialTimeout = 2 * time.Second
 
 // defaultCallTimeout is the transport's default per-attempt timeout.
 const defaultCallTimeout = 10 * time.Second
@@ -145,7 +160,7 @@ const defaultCallTimeout = 10 * time.Second
 // As returns a client that shares c's connection but acts as cred. Close
 // the original client, not the one As returns.
 func (c *Client) As(cred Cred) *Client {
-	return &Client{rpc: c.rpc, cred: rpc.Cred(cred), callTimeout: c.callTimeout, vol: c.vol, locks: c.locks, unsynced: c.unsynced}
+	return &Client{rpc: c.rpc, cred: rpc.Cred(cred), callTimeout: c.callTimeout, vol: c.vol, locks: c.locks, unsynced: c.unsynced, watch: c.watch}
 }
 
 // Close waits for background data work (compactions) and closes the
@@ -156,6 +171,7 @@ func (c *Client) Close() error {
 	}
 	c.vol.wait()
 	c.locks.close()
+	c.watch.close()
 	return c.rpc.Close()
 }
 
@@ -180,7 +196,9 @@ func (c *Client) call(ctx context.Context, m pb.Method, req, reply proto.Message
 		return &os.PathError{Op: op, Path: path, Err: err}
 	}
 	c.unsynced.note(m, req)
+	c.watch.begin()
 	status, out, err := c.rpc.Call(ctx, uint16(m), c.cred, data)
+	c.watch.end()
 	if err != nil {
 		return &os.PathError{Op: op, Path: path, Err: err}
 	}

@@ -83,7 +83,8 @@ func replicaID(peers []server.Peer, listen string, id uint64) (uint64, error) {
 // addReplicaFlags adds the flags of a replicated partition to cmd.
 func addReplicaFlags(cmd *cobra.Command, peers, raftPeers *string, id *uint64, tick *time.Duration) {
 	cmd.Flags().StringVar(peers, "peers", "", "client addresses of every replica of the partition's group, this one included, "+
-		"the same list on each (a replicated partition; none: a single server)")
+		"the same list on each (a replicated partition; none: a single server). A single server's --dir started with "+
+		"--peers naming this replica alone is upgraded, once, to a group of one replica (its files kept in DIR/pre-raft)")
 	cmd.Flags().StringVar(raftPeers, "raft-peers", "", "the replicas' addresses for Raft traffic, in the order of --peers "+
 		"(default: each client port + 1000)")
 	cmd.Flags().Uint64Var(id, "replica", 0, "this replica's place in --peers, from 1 (default: the entry equal to --listen)")

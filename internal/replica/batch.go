@@ -48,6 +48,21 @@ func (n *Node) queueProposal(q queued) {
 	}
 }
 
+// proposeQueued hands the queued proposals to Raft at the end of a turn
+// of the raft goroutine, unless this replica's last entries are still
+// being synced: then they wait for the sync, gathering the proposals that
+// arrive meanwhile into the same entry, and go as soon as the syncer
+// reports it done (or once they reach maxBatchBytes). One entry per
+// fsync, as many proposals in it as the disk's pace allows: Raft's
+// per-entry work on every replica is paid once per fsync, not once per
+// turn of a loop that no longer waits for the disk. The acknowledgements
+// and applies of entries already sent go on meanwhile.
+func (n *Node) proposeQueued() {
+	if n.appending == 0 || n.role != raft.StateLeader {
+		n.flushProposals()
+	}
+}
+
 // flushProposals hands the queued proposals to Raft: one as a plain entry,
 // several as one batch entry. On the raft goroutine.
 func (n *Node) flushProposals() {

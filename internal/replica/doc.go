@@ -10,11 +10,14 @@
 //     without touching the disk.
 //   - Node owns a raft.RawNode on one goroutine, the raft goroutine, which
 //     also owns the Storage, the log and the StateMachine, and runs the
-//     Ready loop: one append and one fsync per Ready (group commit),
-//     messages out through a Transport, committed entries into the
-//     StateMachine. The proposals taken in one turn of the loop share one
-//     Raft entry (batch.go); a leader sends its appends before its own
-//     fsync and applies what is committed before writing what is new.
+//     Ready loop with Raft's asynchronous storage writes: messages out
+//     through a Transport, new entries written to the log, committed
+//     entries into the StateMachine. The fsyncs run on a goroutine of
+//     their own, the syncer, one fsync for every append waiting (group
+//     commit), which then sends the acknowledgements that waited for
+//     them; the raft goroutine goes on meanwhile. The proposals that
+//     arrive while the leader's last entries are synced share one Raft
+//     entry (batch.go); a leader sends its appends before its own fsync.
 //     Proposals are answered once applied (futures matched by a proposal
 //     id carried in the entry); reads are linearizable by ReadIndex,
 //     batched so that one quorum confirmation serves every read that

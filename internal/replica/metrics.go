@@ -14,8 +14,8 @@ var (
 )
 
 // metrics are a Node's Prometheus metrics. They are written on the raft
-// goroutine (the snapshot goroutine writes the snapshot-send ones) and read
-// by the scraper.
+// goroutine (the snapshot goroutine writes the snapshot-send ones, the
+// syncer the append and fsync ones) and read by the scraper.
 type metrics struct {
 	term          prometheus.Gauge
 	leaderChanges prometheus.Counter
@@ -43,10 +43,10 @@ func newMetrics(reg prometheus.Registerer, id uint64) (*metrics, error) {
 			Name: "canopy_replica_commit_seconds", Help: "From proposal to applied, at the proposing leader.",
 			Buckets: latencyBuckets, ConstLabels: labels}),
 		appendSync: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "canopy_replica_append_sync_seconds", Help: "Append and fsync of one Ready's entries and state.",
+			Name: "canopy_replica_append_sync_seconds", Help: "From the write of the entries to the end of the fsync that made them durable (one fsync covers every append waiting).",
 			Buckets: latencyBuckets, ConstLabels: labels}),
 		entriesPer: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "canopy_replica_entries_per_append", Help: "Entries written by one append and fsync.",
+			Name: "canopy_replica_entries_per_append", Help: "Entries made durable by one fsync.",
 			Buckets: countBuckets, ConstLabels: labels}),
 		perEntry: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "canopy_replica_proposals_per_entry", Help: "Proposals carried by one Raft entry, at the proposing leader.",

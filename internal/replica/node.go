@@ -104,18 +104,25 @@ func (c *Config) setDefaults() {
 
 // Node is one replica of a group: it owns a raft.RawNode, its Storage and
 // log, and the StateMachine, all on one goroutine (the raft goroutine),
-// which runs the Ready loop:
+// except the fsyncs, which the syncer goroutine runs (syncer.go). Raft
+// runs with asynchronous storage writes; the raft goroutine's Ready loop
+// (ready.go):
 //
-//  1. if the term or vote changed, write the state file;
-//  2. install a snapshot received, if any;
-//  3. send the messages that do not acknowledge new entries or grant
-//     votes (a leader's MsgApps go out while it writes its own disk;
-//     snapshots go in chunks, on their own goroutine);
-//  4. apply the committed entries (durable on a quorum already), answer
-//     the proposals and the reads they make possible;
-//  5. append the new entries and sync, one append and one fsync for the
-//     whole Ready (group commit), then send the acknowledgements;
-//  6. take a snapshot and truncate the log if enough was applied.
+//  1. sends the messages that need nothing durable (a leader's MsgApps
+//     and heartbeats, vote requests; snapshots go in chunks, on their own
+//     goroutine);
+//  2. writes the MsgStorageAppend: the state file if the term or vote
+//     changed (with its own fsyncs), a snapshot received, the new entries
+//     into the log's segment file; then hands the point written and the
+//     acknowledgements that wait for it to the syncer, which fsyncs every
+//     point waiting with one fsync and then sends them;
+//  3. applies the MsgStorageApply's committed entries (durable here and
+//     on a quorum), answering the proposals and the reads they make
+//     possible;
+//  4. takes a snapshot and truncates the log if enough was applied.
+//
+// A leader's proposals wait while its last entries are being synced and
+// then go as one entry (batch.go), so that there is one entry per fsync.
 //
 // Every other method hands work to the raft goroutine and waits for its
 // answer, so all are safe for concurrent use.
@@ -142,7 +149,8 @@ type Node struct {
 	epoch uint64        // random per start: tells our proposals from those of an earlier run
 	seq   atomic.Uint64 // proposal ids
 
-	recv snapReceiver
+	recv   snapReceiver
+	syncer *syncer // fsyncs the log (syncer.go)
 
 	// Owned by the raft goroutine.
 	rn          *raft.RawNode
@@ -168,6 +176,8 @@ type Node struct {
 	noLeaseUpTo uint64    // read rounds up to this one grant no lease
 	started     time.Time
 	streaming   map[uint64]bool // followers a snapshot is being sent to
+	inflight    int             // jobs handed to the syncer and not reported done
+	appending   int             // of those, the ones carrying entries
 	lastStatus  Status
 }
 
@@ -235,6 +245,8 @@ func Start(cfg Config) (*Node, error) {
 		}
 		return nil, fmt.Errorf("start replica %d in %s: %w", cfg.ID, cfg.Dir, err)
 	}
+	n.syncer = newSyncer(n)
+	go n.syncer.run()
 	go n.run()
 	return n, nil
 }
@@ -291,6 +303,7 @@ func (n *Node) open() error {
 		ReadOnlyOption:            raft.ReadOnlySafe,
 		DisableProposalForwarding: true,
 		StepDownOnRemoval:         true,
+		AsyncStorageWrites:        true,
 		Logger:                    raftLogger{n.log},
 	})
 	if err != nil {
@@ -346,6 +359,12 @@ func (n *Node) run() {
 			n.step(m)
 		case f := <-n.reqc:
 			f()
+		case d := <-n.syncer.done:
+			if err := n.synced(d); err != nil {
+				n.log.Error("replica: stopping after a storage failure", "err", err)
+				n.shutdown(err)
+				return
+			}
 		case r := <-n.snapDonec:
 			n.snapshotSent(r)
 		case ch := <-n.pausec:
@@ -363,11 +382,17 @@ func (n *Node) run() {
 				n.step(m)
 			case f := <-n.reqc:
 				f()
+			case d := <-n.syncer.done:
+				if err := n.synced(d); err != nil {
+					n.log.Error("replica: stopping after a storage failure", "err", err)
+					n.shutdown(err)
+					return
+				}
 			default:
 				break drain
 			}
 		}
-		n.flushProposals()
+		n.proposeQueued()
 		n.issueRead()
 		if n.rn.HasReady() {
 			if err := n.handleReady(); err != nil {
@@ -422,76 +447,10 @@ func (n *Node) shutdown(err error) {
 	}
 	n.failReads(err, true)
 	n.cancel()
+	n.syncer.stop()
 	if cerr := n.wlog.Close(); cerr != nil && !errors.Is(err, ErrStopped) {
 		n.log.Warn("replica: close log", "err", cerr)
 	}
-}
-
-func (n *Node) handleReady() error {
-	rd := n.rn.Ready()
-	if rd.SoftState != nil {
-		n.softState(*rd.SoftState)
-	}
-	if !raft.IsEmptyHardState(rd.HardState) {
-		hs := rd.HardState
-		if hs.Term != n.saved.Term || hs.Vote != n.saved.Vote {
-			// Before the entries, so that no entry's term is above the
-			// stored term; the commit stored must not pass the entries
-			// already durable.
-			if err := n.saveState(hs.Term, hs.Vote, min(hs.Commit, n.st.last)); err != nil {
-				return err
-			}
-			n.m.term.Set(float64(hs.Term))
-		}
-		n.st.hs = hs
-	}
-	if !raft.IsEmptySnap(rd.Snapshot) {
-		if err := n.install(rd.Snapshot); err != nil {
-			return err
-		}
-	}
-	// Messages that do not vouch for this replica's new entries (a
-	// leader's MsgApps and heartbeats, votes asked for) go out before the
-	// append and fsync, so that the followers write their disks while the
-	// leader writes its own (the leader counts itself towards a quorum
-	// only once Advance tells Raft its entries are durable). The answers
-	// that acknowledge entries or grant votes wait for the fsync. The
-	// state file, which any message may depend on, is already written.
-	late := n.sendEarly(rd.Messages)
-	// Committed entries are durable on a quorum already: they are applied,
-	// and their proposals answered, before this replica writes the new
-	// entries, so that a leader's replies do not wait for the fsync of the
-	// next batch.
-	for _, rs := range rd.ReadStates {
-		n.readConfirmed(rs)
-	}
-	if err := n.apply(rd.CommittedEntries); err != nil {
-		return err
-	}
-	if len(rd.Entries) > 0 {
-		start := time.Now()
-		if err := n.st.append(rd.Entries); err != nil {
-			return fmt.Errorf("append entries: %w", err)
-		}
-		if err := n.st.sync(); err != nil {
-			return fmt.Errorf("sync entries: %w", err)
-		}
-		n.m.appendSync.Observe(time.Since(start).Seconds())
-		n.m.entriesPer.Observe(float64(len(rd.Entries)))
-	}
-	n.send(late)
-	n.rn.Advance(rd)
-	return n.maybeSnapshot()
-}
-
-// saveState writes the state file.
-func (n *Node) saveState(term, vote, commit uint64) error {
-	st := wal.State{Term: term, Vote: vote, Commit: max(commit, n.saved.Commit)}
-	if err := wal.WriteState(n.cfg.FS, n.cfg.Dir, st); err != nil {
-		return fmt.Errorf("save state: %w", err)
-	}
-	n.saved = st
-	return nil
 }
 
 // softState follows changes of leader and role.
@@ -536,41 +495,6 @@ type leaderView struct {
 func (n *Node) Leader() (lead uint64, self bool) {
 	v, _ := n.known.Load().(leaderView)
 	return v.lead, v.leader
-}
-
-// sendEarly sends the messages that may leave before this Ready's
-// entries are durable and returns the others, which acknowledge entries
-// or votes (the kinds Raft's asynchronous-storage mode holds back until
-// the append that they vouch for).
-func (n *Node) sendEarly(msgs []pb.Message) (late []pb.Message) {
-	early := make([]pb.Message, 0, len(msgs))
-	for _, m := range msgs {
-		switch m.Type {
-		case pb.MsgAppResp, pb.MsgVoteResp, pb.MsgPreVoteResp:
-			late = append(late, m)
-		default:
-			early = append(early, m)
-		}
-	}
-	n.send(early)
-	return late
-}
-
-// send passes the messages to the transport, except snapshots, which are
-// streamed from the snapshot file on a goroutine of their own.
-func (n *Node) send(msgs []pb.Message) {
-	k := 0
-	for _, m := range msgs {
-		if m.Type == pb.MsgSnap {
-			n.startStream(m)
-			continue
-		}
-		msgs[k] = m
-		k++
-	}
-	if k > 0 {
-		n.cfg.Transport.Send(msgs[:k])
-	}
 }
 
 // proposalID returns the epoch and sequence number that start a
@@ -648,7 +572,7 @@ func (n *Node) apply(ents []pb.Entry) error {
 	if confChanged {
 		// Make the membership survive a restart without waiting for a
 		// leader to tell the commit index again.
-		if err := n.saveState(n.st.hs.Term, n.st.hs.Vote, min(n.st.hs.Commit, n.st.last)); err != nil {
+		if err := n.saveState(n.st.hs.Term, n.st.hs.Vote, min(n.st.hs.Commit, n.durable())); err != nil {
 			return err
 		}
 	}

@@ -40,7 +40,8 @@ type termRun struct{ first, term uint64 }
 //
 // Storage is owned by the Node's raft goroutine: raft calls it from inside
 // RawNode methods, and the Node appends and compacts on the same
-// goroutine.
+// goroutine. The syncer goroutine only fsyncs the log under it
+// (wal.Log.SyncFlushed), which the log allows beside its owner's writes.
 type Storage struct {
 	log *wal.Log
 

@@ -11,7 +11,9 @@ import (
 // receiving Node's Deliver and DeliverChunk.
 type Transport interface {
 	// Send hands Raft messages on for delivery to their m.To. It is called
-	// on the raft goroutine and must not block: a message that cannot be
+	// on the raft goroutine and on the syncer's (acknowledgements sent
+	// once durable), so it must be safe for concurrent use, and must not
+	// block: a message that cannot be
 	// queued is dropped, which Raft tolerates (it resends). Send must not
 	// keep msgs or anything they point to past its return unless it copies
 	// them: the Node may reuse the entries' memory.

@@ -15,12 +15,19 @@ var ErrSilent = errors.New("rpc: server silent")
 // process whose kernel still holds the socket open: without it, those
 // calls wait for the server for as long as it is stopped. Until the redial
 // completes, Forward fails at once with ErrNoConnection and Call waits for
-// the redial. Abandon may be called from any goroutine.
+// the redial. A client of several servers (DialAny) redials the next one
+// first, trying the silent one last. Abandon may be called from any
+// goroutine.
 func (c *Client) Abandon(err error) {
 	cn := c.cur.Load()
 	if cn == nil {
 		return
 	}
+	c.mu.Lock()
+	if n := len(c.addrs); n > 1 && !c.closed && c.cur.Load() == cn {
+		c.at.Store((c.at.Load() + 1) % int64(n))
+	}
+	c.mu.Unlock()
 	cn.fail(err)
 	c.mu.Lock()
 	if !c.closed && c.cur.Load() == cn {

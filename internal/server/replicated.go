@@ -10,7 +10,6 @@ import (
 	"maps"
 	"net"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -263,7 +262,7 @@ func openReplicated(s *Server) error {
 		return fmt.Errorf("replica id %d is not among the peers", cfg.ReplicaID)
 	}
 	dir := filepath.Join(filepath.Clean(cfg.Dir), "raft")
-	if err := checkReplicatedDir(cfg); err != nil {
+	if err := upgradeSingle(cfg, dir, ids); err != nil {
 		return err
 	}
 	if err := cfg.FS.MkdirAll(dir); err != nil {
@@ -329,27 +328,6 @@ func openReplicated(s *Server) error {
 	}, func() { s.intake.leaseSweep(s.stopped, s.locks.Timeout(), r.leading) })
 	cfg.Logger.Info("replica started", "partition", cfg.Partition, "replica", self.ID, "raft", ln.Addr().String(),
 		"peers", len(peers))
-	return nil
-}
-
-// checkReplicatedDir refuses a directory that holds a single-replica
-// partition: its log is not a Raft log, and turning one into the other is
-// not done yet.
-func checkReplicatedDir(cfg *Config) error {
-	names, err := cfg.FS.ReadDir(cfg.Dir)
-	if err != nil {
-		return nil // not there yet: created below
-	}
-	for _, name := range names {
-		// The single-replica log and checkpoints; other files (the local
-		// admin token, an audit log) may sit beside a replica's raft/.
-		log := strings.HasPrefix(name, "log-") && strings.HasSuffix(name, ".wal")
-		ckpt := strings.HasPrefix(name, "checkpoint-") && strings.HasSuffix(name, ".ckpt")
-		if log || ckpt {
-			return fmt.Errorf("%s holds a single-replica partition (%s); a replicated one needs its own directory",
-				cfg.Dir, name)
-		}
-	}
 	return nil
 }
 

@@ -19,6 +19,11 @@ type Flushed struct {
 // LSN is the last record the flush wrote.
 func (p Flushed) LSN() uint64 { return p.lsn }
 
+// NewSegment reports whether a segment was created since the owner last
+// synced the log directory: a SyncFlushed of p syncs the directory too,
+// as will every SyncFlushed until the owner's next Sync.
+func (p Flushed) NewSegment() bool { return p.dir }
+
 // Flush writes the records appended so far to the segment file, without
 // syncing them, and returns what SyncFlushed must sync to make them
 // durable. Like Append it belongs to the goroutine that owns the Log. A
