@@ -62,7 +62,7 @@ type Options struct {
 	Cred        *Cred         // identity to act as; nil = the process's own
 	CallTimeout time.Duration // per attempt; 0 = the transport's default
 	OpTimeout   time.Duration // across retries; 0 = the transport's default
-	DialTimeout time.Duration // bounds connecting and the handshake; 0 = the transport's default (5 s)
+	DialTimeout time.Duration // bounds connecting and the handshake; 0 = the transport's default (5 s; 2 s each when given several servers)
 	TLS         *tls.Config   // connect with TLS; nil = plain TCP
 	RateLimit   float64       // calls per second this client may send; 0 = no limit
 	RateBurst   int           // calls that may go at once above RateLimit; 0 = a tenth of it
@@ -117,12 +117,14 @@ func Dial(addr string, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("dial %q: no address", addr)
 	}
 	addr = strings.Join(addrs, ",")
+	locks := newLockState(opts.OnLocksLost)
 	rcfg := rpc.ClientConfig{
 		Secret: opts.Secret, Token: opts.Token, CallTimeout: opts.CallTimeout, OpTimeout: opts.OpTimeout,
 		DialTimeout: opts.DialTimeout, TLS: opts.TLS, RateLimit: opts.RateLimit, RateBurst: opts.RateBurst,
-		Early: opts.Durability == DurabilityPOSIX,
+		Early:    opts.Durability == DurabilityPOSIX,
+		OnBroken: locks.broken, // heartbeats at once, through the server (router) redialed
 	}
-	if len(addrs) > 1 {
+	if len(addrs) > 1 && opts.DialTimeout == 0 {
 		// A stopped server accepts connections and never answers the
 		// handshake: with others to go to, do not wait long for it.
 		rcfg.DialTimeout = multiDialTimeout
@@ -140,7 +142,7 @@ func Dial(addr string, opts Options) (*Client, error) {
 		callTimeout = defaultCallTimeout
 	}
 	c := &Client{rpc: rc, cred: rpc.Cred(cred), owner: true, callTimeout: callTimeout, vol: &volumeRef{opts: opts},
-		locks: newLockState(opts.OnLocksLost)}
+		locks: locks}
 	if opts.Durability == DurabilityPOSIX {
 		c.unsynced = &unsynced{}
 	}

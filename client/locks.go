@@ -63,7 +63,9 @@ const lockWaitSlice = 2 * time.Second
 // state, so after a failover the new leader knows none of them. A
 // heartbeat's answer tells how many the partition knows this client
 // holds; when that is fewer than mine holds there, the client takes them
-// again (SETLK), and a lock someone else took meanwhile is reported lost
+// again (SETLK marked as a reclaim), which the new leader's grace period
+// keeps for it: only reclaims are granted until then. A lock someone
+// else took meanwhile (a reclaim that came too late) is reported lost
 // (OnLocksLost).
 type lockState struct {
 	tokens atomic.Uint64
@@ -82,12 +84,26 @@ type lockState struct {
 	stop     chan struct{}
 	done     chan struct{}
 	onLost   func(Ino)
+	soon     bool          // the heartbeat goroutine's: a heartbeat failed, send the next round soon
+	kick     chan struct{} // the connection broke: send a round now
 }
 
 func newLockState(onLost func(Ino)) *lockState {
 	return &lockState{mine: locks.New(time.Duration(math.MaxInt64), nil),
 		parts: make(map[uint16]Ino), interval: time.Second, // until the service tells its timeout
-		stop: make(chan struct{}), done: make(chan struct{}), onLost: onLost}
+		stop: make(chan struct{}), done: make(chan struct{}), onLost: onLost, kick: make(chan struct{}, 1)}
+}
+
+// broken is the transport's OnBroken: the client's connection broke,
+// and the next call redials, perhaps another router than before. The
+// heartbeats go at once, so that every partition holding the client's
+// opens and locks hears it through the router it reaches before the
+// router it left ends its session there (server/session_end.go).
+func (s *lockState) broken() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
 }
 
 // GetLk returns the first lock of another owner that conflicts with lk
@@ -225,16 +241,24 @@ func (s *lockState) heartbeats(c *Client) {
 		if first {
 			interval, first = 0, false
 		}
+		if s.soon {
+			// A heartbeat failed (a failover, most likely): the next
+			// round goes sooner, so that the locks are taken again within
+			// the new leader's grace period.
+			interval, s.soon = min(interval, 100*time.Millisecond), false
+		}
 		select {
 		case <-s.stop:
 			return
 		case <-time.After(interval):
+		case <-s.kick:
 		}
 		for _, ino := range targets {
 			before := s.changes.Load()
 			quiet := s.changing.Load() == 0
 			r, err := c.Heartbeat(context.Background(), ino)
 			if err != nil {
+				s.soon = true
 				continue // the next one may get through; the timeout is several intervals
 			}
 			quiet = quiet && s.changing.Load() == 0 && s.changes.Load() == before
@@ -276,6 +300,7 @@ type HeartbeatInfo struct {
 	Timeout   time.Duration // how long the client may stay silent and keep its locks
 	LocksLost bool          // the client's locks in that partition expired since it was last heard
 	Locks     int           // locks (and waits) the client holds there
+	Grace     time.Duration // the partition grants only reclaims for this much longer (a failover's grace period)
 }
 
 // Heartbeat tells ino's partition that the client is alive, keeping its
@@ -285,7 +310,8 @@ func (c *Client) Heartbeat(ctx context.Context, ino Ino) (HeartbeatInfo, error) 
 	if err := c.call(ctx, pb.Method_HEARTBEAT, &pb.NodeRequest{Ino: uint64(ino)}, &r, "heartbeat", inoName(ino)); err != nil {
 		return HeartbeatInfo{}, err
 	}
-	return HeartbeatInfo{Timeout: time.Duration(r.TimeoutMs) * time.Millisecond, LocksLost: r.LocksLost, Locks: int(r.Locks)}, nil
+	return HeartbeatInfo{Timeout: time.Duration(r.TimeoutMs) * time.Millisecond, LocksLost: r.LocksLost, Locks: int(r.Locks),
+		Grace: time.Duration(r.GraceMs) * time.Millisecond}, nil
 }
 
 // change counts a lock call begun; the function it returns counts it
@@ -351,7 +377,8 @@ func (s *lockState) forget(part uint16) {
 func (s *lockState) reclaim(c *Client, part uint16) {
 	for _, l := range s.mineIn(part) {
 		before := s.changes.Load()
-		req := &pb.LockRequest{Ino: l.Ino, Owner: l.Owner.ID, Type: l.Type, Start: l.Start, End: l.End, Pid: l.Pid, Flock: l.Flock}
+		req := &pb.LockRequest{Ino: l.Ino, Owner: l.Owner.ID, Type: l.Type, Start: l.Start, End: l.End, Pid: l.Pid,
+			Flock: l.Flock, Reclaim: true}
 		err := c.call(context.Background(), pb.Method_SETLK, req, nil, "reclaim lock", inoName(Ino(l.Ino)))
 		if err == nil {
 			if s.changes.Load() != before && !s.stillMine(l) {
@@ -361,7 +388,8 @@ func (s *lockState) reclaim(c *Client, part uint16) {
 				_ = c.call(context.Background(), pb.Method_SETLK, undo, nil, "reclaim lock", inoName(Ino(l.Ino)))
 				for _, m := range s.mine.Locks(locks.ClientID{}) {
 					if m.Ino == l.Ino && m.Owner == l.Owner && m.Flock == l.Flock && m.Start <= l.End && m.End >= l.Start {
-						again := &pb.LockRequest{Ino: m.Ino, Owner: m.Owner.ID, Type: m.Type, Start: m.Start, End: m.End, Pid: m.Pid, Flock: m.Flock}
+						again := &pb.LockRequest{Ino: m.Ino, Owner: m.Owner.ID, Type: m.Type, Start: m.Start, End: m.End, Pid: m.Pid,
+							Flock: m.Flock, Reclaim: true}
 						_ = c.call(context.Background(), pb.Method_SETLK, again, nil, "reclaim lock", inoName(Ino(m.Ino)))
 					}
 				}

@@ -1968,8 +1968,13 @@ type LogRecord struct {
 	// Written only by versions that did not log OPEN and CLOSE: the mutation
 	// took the last link of a file that was open, so replay keeps the file as
 	// an orphan until the next session end of every session (docs/data.md).
-	KeptOpen      bool       `protobuf:"varint,9,opt,name=kept_open,json=keptOpen,proto3" json:"kept_open,omitempty"`
-	SessionEnd    SessionEnd `protobuf:"varint,10,opt,name=session_end,json=sessionEnd,proto3,enum=canopy.meta.v1.SessionEnd" json:"session_end,omitempty"`
+	KeptOpen   bool       `protobuf:"varint,9,opt,name=kept_open,json=keptOpen,proto3" json:"kept_open,omitempty"`
+	SessionEnd SessionEnd `protobuf:"varint,10,opt,name=session_end,json=sessionEnd,proto3,enum=canopy.meta.v1.SessionEnd" json:"session_end,omitempty"`
+	// A call of a path-scoped credential: the inode of the scope's top when
+	// the leader confined it. The state machine checks again, as it applies
+	// the record, that every directory the request names still lies below
+	// it, and refuses the record (EACCES, no change) if one does not.
+	ScopeTop      uint64 `protobuf:"varint,70,opt,name=scope_top,json=scopeTop,proto3" json:"scope_top,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2072,6 +2077,13 @@ func (x *LogRecord) GetSessionEnd() SessionEnd {
 		return x.SessionEnd
 	}
 	return SessionEnd_SESSION_END_NONE
+}
+
+func (x *LogRecord) GetScopeTop() uint64 {
+	if x != nil {
+		return x.ScopeTop
+	}
+	return 0
 }
 
 type VolumeReply struct {
@@ -3056,16 +3068,20 @@ func (x *PurgeRequest) GetIds() []uint64 {
 // process's file table for POSIX locks, an open file for flock). Types are
 // Linux's: F_RDLCK 0, F_WRLCK 1, F_UNLCK 2.
 type LockRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ino           uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
-	Owner         uint64                 `protobuf:"varint,7,opt,name=owner,proto3" json:"owner,omitempty"`
-	Type          uint32                 `protobuf:"varint,8,opt,name=type,proto3" json:"type,omitempty"`
-	Start         uint64                 `protobuf:"varint,9,opt,name=start,proto3" json:"start,omitempty"`                  // first byte
-	End           uint64                 `protobuf:"varint,10,opt,name=end,proto3" json:"end,omitempty"`                     // last byte, inclusive; 0x7fffffffffffffff = to the end of the file
-	Pid           uint32                 `protobuf:"varint,11,opt,name=pid,proto3" json:"pid,omitempty"`                     // the locking process, reported by GETLK to others
-	Flock         bool                   `protobuf:"varint,12,opt,name=flock,proto3" json:"flock,omitempty"`                 // a whole-file flock(2) lock; start and end are ignored
-	WaitMs        uint32                 `protobuf:"varint,13,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"` // SETLKW: how long the server may hold the call (capped)
-	Token         uint64                 `protobuf:"varint,14,opt,name=token,proto3" json:"token,omitempty"`                 // SETLKW, LOCK_CANCEL: names one wait of the client
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Ino    uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
+	Owner  uint64                 `protobuf:"varint,7,opt,name=owner,proto3" json:"owner,omitempty"`
+	Type   uint32                 `protobuf:"varint,8,opt,name=type,proto3" json:"type,omitempty"`
+	Start  uint64                 `protobuf:"varint,9,opt,name=start,proto3" json:"start,omitempty"`                  // first byte
+	End    uint64                 `protobuf:"varint,10,opt,name=end,proto3" json:"end,omitempty"`                     // last byte, inclusive; 0x7fffffffffffffff = to the end of the file
+	Pid    uint32                 `protobuf:"varint,11,opt,name=pid,proto3" json:"pid,omitempty"`                     // the locking process, reported by GETLK to others
+	Flock  bool                   `protobuf:"varint,12,opt,name=flock,proto3" json:"flock,omitempty"`                 // a whole-file flock(2) lock; start and end are ignored
+	WaitMs uint32                 `protobuf:"varint,13,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"` // SETLKW: how long the server may hold the call (capped)
+	Token  uint64                 `protobuf:"varint,14,opt,name=token,proto3" json:"token,omitempty"`                 // SETLKW, LOCK_CANCEL: names one wait of the client
+	// SETLK: the client takes again a lock it was granted before a failover
+	// (or restart); during the new leader's grace period only these are
+	// granted.
+	Reclaim       bool `protobuf:"varint,70,opt,name=reclaim,proto3" json:"reclaim,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3163,6 +3179,13 @@ func (x *LockRequest) GetToken() uint64 {
 	return 0
 }
 
+func (x *LockRequest) GetReclaim() bool {
+	if x != nil {
+		return x.Reclaim
+	}
+	return false
+}
+
 // LockReply is GETLK's answer: the conflicting lock, or type F_UNLCK.
 type LockReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3237,6 +3260,7 @@ type HeartbeatReply struct {
 	TimeoutMs     uint32                 `protobuf:"varint,1,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"` // a client silent this long loses its locks here
 	LocksLost     bool                   `protobuf:"varint,2,opt,name=locks_lost,json=locksLost,proto3" json:"locks_lost,omitempty"` // the caller's locks here expired since its last call
 	Locks         uint32                 `protobuf:"varint,3,opt,name=locks,proto3" json:"locks,omitempty"`                          // locks the caller holds here
+	GraceMs       uint32                 `protobuf:"varint,70,opt,name=grace_ms,json=graceMs,proto3" json:"grace_ms,omitempty"`      // the partition is in its lock grace period for this much longer: reclaim now
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3288,6 +3312,13 @@ func (x *HeartbeatReply) GetLocksLost() bool {
 func (x *HeartbeatReply) GetLocks() uint32 {
 	if x != nil {
 		return x.Locks
+	}
+	return 0
+}
+
+func (x *HeartbeatReply) GetGraceMs() uint32 {
+	if x != nil {
+		return x.GraceMs
 	}
 	return 0
 }
@@ -7098,7 +7129,7 @@ const file_meta_proto_rawDesc = "" +
 	"XattrReply\x12\x14\n" +
 	"\x05value\x18\x01 \x01(\fR\x05value\"&\n" +
 	"\x0eXattrListReply\x12\x14\n" +
-	"\x05names\x18\x01 \x03(\tR\x05names\"\xa2\x02\n" +
+	"\x05names\x18\x01 \x03(\tR\x05names\"\xbf\x02\n" +
 	"\tLogRecord\x12\x17\n" +
 	"\atime_ns\x18\x01 \x01(\x03R\x06timeNs\x12\x1b\n" +
 	"\tclient_id\x18\x02 \x01(\fR\bclientId\x12\x17\n" +
@@ -7111,7 +7142,8 @@ const file_meta_proto_rawDesc = "" +
 	"\tkept_open\x18\t \x01(\bR\bkeptOpen\x12;\n" +
 	"\vsession_end\x18\n" +
 	" \x01(\x0e2\x1a.canopy.meta.v1.SessionEndR\n" +
-	"sessionEnd\"e\n" +
+	"sessionEnd\x12\x1b\n" +
+	"\tscope_top\x18F \x01(\x04R\bscopeTop\"e\n" +
 	"\vVolumeReply\x12\x18\n" +
 	"\astorage\x18\x01 \x01(\tR\astorage\x12\x1d\n" +
 	"\n" +
@@ -7177,7 +7209,7 @@ const file_meta_proto_rawDesc = "" +
 	"\anext_id\x18\x03 \x01(\x04R\x06nextId\"2\n" +
 	"\fPurgeRequest\x12\x10\n" +
 	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x10\n" +
-	"\x03ids\x18\a \x03(\x04R\x03ids\"\xc8\x01\n" +
+	"\x03ids\x18\a \x03(\x04R\x03ids\"\xe2\x01\n" +
 	"\vLockRequest\x12\x10\n" +
 	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x14\n" +
 	"\x05owner\x18\a \x01(\x04R\x05owner\x12\x12\n" +
@@ -7188,18 +7220,20 @@ const file_meta_proto_rawDesc = "" +
 	"\x03pid\x18\v \x01(\rR\x03pid\x12\x14\n" +
 	"\x05flock\x18\f \x01(\bR\x05flock\x12\x17\n" +
 	"\await_ms\x18\r \x01(\rR\x06waitMs\x12\x14\n" +
-	"\x05token\x18\x0e \x01(\x04R\x05token\"Y\n" +
+	"\x05token\x18\x0e \x01(\x04R\x05token\x12\x18\n" +
+	"\areclaim\x18F \x01(\bR\areclaim\"Y\n" +
 	"\tLockReply\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\rR\x04type\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\x04R\x05start\x12\x10\n" +
 	"\x03end\x18\x03 \x01(\x04R\x03end\x12\x10\n" +
-	"\x03pid\x18\x04 \x01(\rR\x03pid\"d\n" +
+	"\x03pid\x18\x04 \x01(\rR\x03pid\"\x7f\n" +
 	"\x0eHeartbeatReply\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x01 \x01(\rR\ttimeoutMs\x12\x1d\n" +
 	"\n" +
 	"locks_lost\x18\x02 \x01(\bR\tlocksLost\x12\x14\n" +
-	"\x05locks\x18\x03 \x01(\rR\x05locks\"o\n" +
+	"\x05locks\x18\x03 \x01(\rR\x05locks\x12\x19\n" +
+	"\bgrace_ms\x18F \x01(\rR\agraceMs\"o\n" +
 	"\n" +
 	"MountEntry\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x14\n" +

@@ -4,7 +4,9 @@
 //
 // Locks are not logged or checkpointed: after a restart nobody holds a
 // lock, and clients take them again (or learn from a heartbeat that they
-// lost them). See docs/fuse.md. The package knows nothing of the wire: the
+// lost them); a table started again after a failover keeps a grace
+// period in which only those reclaims are granted (grace.go). See
+// docs/fuse.md and docs/security.md. The package knows nothing of the wire: the
 // metadata server decodes lock calls into Requests and answers them with
 // what the Table returns.
 //
@@ -82,6 +84,10 @@ type Request struct {
 	Start, End uint64
 	Pid        uint32
 	Flock      bool
+	// Reclaim marks a lock the client held before a failover or restart
+	// and takes again: during the grace period (Restart) only these are
+	// granted.
+	Reclaim bool
 }
 
 // fileLocks are the locks and waits on one inode.
@@ -248,6 +254,11 @@ type Table struct {
 	lost     map[ClientID]time.Time // clients whose locks expired, until they hear of it
 	early    map[waitKey]time.Time  // LOCK_CANCELs that came before their SETLKW
 	expired  uint64                 // sessions expired, for metrics
+
+	// graceUntil is the end of the grace period (grace.go); graceTimer
+	// lets the waits through when it ends.
+	graceUntil time.Time
+	graceTimer *time.Timer
 }
 
 // New returns an empty table whose clients lose their locks after timeout
@@ -343,10 +354,17 @@ func (t *Table) Get(r Request) (Lock, bool, error) {
 	defer t.mu.Unlock()
 	t.touch(r.Owner.Client)
 	f := t.file(r.Ino, false)
-	if f == nil || r.Type == Unlock {
+	if r.Type == Unlock {
 		return Lock{}, false, nil
 	}
-	l, ok := f.conflict(&r)
+	var l Lock
+	ok := false
+	if f != nil {
+		l, ok = f.conflict(&r)
+	}
+	if !ok && t.graceHolds(&r) {
+		return Lock{}, false, ErrGrace // a lock not yet reclaimed may conflict
+	}
 	return l, ok, nil
 }
 
@@ -372,6 +390,9 @@ func (t *Table) setLocked(r *Request) ([]func(), error) {
 		return nil, nil // nothing to unlock
 	}
 	if r.Type != Unlock {
+		if t.graceHolds(r) {
+			return nil, ErrGrace
+		}
 		if _, busy := f.conflict(r); busy {
 			return nil, syscall.EAGAIN
 		}
@@ -408,6 +429,9 @@ func (t *Table) SetWait(r Request, token uint64, wait time.Duration, reply func(
 		return
 	}
 	replies, err := t.setLocked(&r)
+	if err == ErrGrace {
+		err = syscall.EAGAIN // waits until the grace period ends
+	}
 	if err != syscall.EAGAIN || wait == 0 {
 		t.mu.Unlock()
 		send(replies)
@@ -491,7 +515,7 @@ func (t *Table) retry(ino uint64, f *fileLocks) []func() {
 	var replies []func()
 	for i := 0; i < len(f.waiters); {
 		w := f.waiters[i]
-		if _, busy := f.conflict(&w.req); busy {
+		if _, busy := f.conflict(&w.req); busy || t.graceHolds(&w.req) {
 			i++
 			continue
 		}
@@ -661,6 +685,11 @@ func (t *Table) Sweep(stop <-chan struct{}, log *slog.Logger) {
 	for {
 		select {
 		case <-stop:
+			t.mu.Lock()
+			if t.graceTimer != nil {
+				t.graceTimer.Stop()
+			}
+			t.mu.Unlock()
 			t.Stop()
 			return
 		case now := <-tick.C:

@@ -30,3 +30,25 @@ func RootIno(p uint16) uint64 { return MakeIno(p, 1) }
 
 // IsRoot reports whether ino is the root directory of its partition.
 func IsRoot(ino uint64) bool { return LocalOf(ino) == 1 }
+
+// RouterIDLen is how many leading bytes of the client id in the hello of
+// a router's connection to a partition name the router: every connection
+// of one router starts with the same ones (the rest tells them apart), so
+// a partition can tell which router forwarded a call (rpc.Call.Via) and
+// whether a client it hears through one router is the client another
+// router says has left it.
+const RouterIDLen = 8
+
+// RouterConnID returns a client id for a connection of the router named
+// by the first RouterIDLen bytes of router, the rest taken from unique.
+func RouterConnID(router, unique [16]byte) [16]byte {
+	id := unique
+	copy(id[:RouterIDLen], router[:RouterIDLen])
+	return id
+}
+
+// SameRouter reports whether two connections' client ids name the same
+// router (RouterConnID).
+func SameRouter(a, b [16]byte) bool {
+	return [RouterIDLen]byte(a[:RouterIDLen]) == [RouterIDLen]byte(b[:RouterIDLen])
+}

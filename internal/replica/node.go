@@ -161,6 +161,7 @@ type Node struct {
 	saved       wal.State // the state file's contents
 	lead        uint64
 	role        raft.StateType
+	seenLead    bool // a leader (this replica or another) was known at some time; raft goroutine
 	ticks       uint64
 	pending     map[uint64]*proposal
 	queue       []queued // proposals taken this turn, for one entry (batch.go)
@@ -477,7 +478,12 @@ func (n *Node) softState(ss raft.SoftState) {
 		n.m.followerLag.Reset()
 	}
 	n.lead, n.role = ss.Lead, ss.RaftState
-	n.known.Store(leaderView{lead: ss.Lead, leader: ss.RaftState == raft.StateLeader})
+	v := leaderView{lead: ss.Lead, leader: ss.RaftState == raft.StateLeader, prior: n.seenLead}
+	if v.leader {
+		v.term = n.rn.BasicStatus().Term
+	}
+	n.known.Store(v)
+	n.seenLead = n.seenLead || ss.Lead != raft.None
 }
 
 // leaderView is what Leader returns: published by the raft goroutine at
@@ -485,6 +491,20 @@ func (n *Node) softState(ss raft.SoftState) {
 type leaderView struct {
 	lead   uint64
 	leader bool
+	term   uint64 // the term this replica leads in
+	prior  bool   // a leader was known before this change, in this process
+}
+
+// Leadership returns, while this replica leads, the term it leads in and
+// whether this process knew a leader before it took over (false for the
+// first leader of a group this process has seen, e.g. a fresh group's);
+// 0 and false when it does not lead. Any goroutine may call it.
+func (n *Node) Leadership() (term uint64, prior bool) {
+	v, _ := n.known.Load().(leaderView)
+	if !v.leader {
+		return 0, false
+	}
+	return v.term, v.prior
 }
 
 // Leader returns the leader this replica knows of (0 if none) and whether

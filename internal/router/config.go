@@ -37,7 +37,17 @@ type Config struct {
 	// XRenameGrace is how long an intent may stay prepared before that
 	// pass aborts it; default 10s.
 	XRenameEvery, XRenameGrace time.Duration
+
+	// SessionEndDelay is how long the router waits, once a client's last
+	// connection to it closed, before it ends the client's sessions at
+	// the partitions (session.go): a client that went on through another
+	// router is heard there first, and keeps its session. Default 250ms,
+	// negative: none.
+	SessionEndDelay time.Duration
 }
+
+// DefaultSessionEndDelay is Config.SessionEndDelay's default.
+const DefaultSessionEndDelay = 250 * time.Millisecond
 
 func (c *Config) setDefaults() {
 	if c.Logger == nil {
@@ -57,6 +67,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.XRenameEvery == 0 {
 		c.XRenameEvery = 2 * time.Second
+	}
+	if c.SessionEndDelay == 0 {
+		c.SessionEndDelay = DefaultSessionEndDelay
 	}
 	if c.XRenameGrace <= 0 {
 		c.XRenameGrace = 10 * time.Second

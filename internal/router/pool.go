@@ -1,6 +1,7 @@
 package router
 
 import (
+	crand "crypto/rand"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/canopyfs/canopy/internal/protocol"
 	"github.com/canopyfs/canopy/internal/rpc"
 )
 
@@ -22,8 +24,9 @@ type pool struct {
 	cfg     rpc.ClientConfig
 	conns   int
 	log     *slog.Logger
-	metrics *metrics // nil without a registry
-	live    liveness // set before the watchdog starts, then read-only
+	metrics *metrics     // nil without a registry
+	live    liveness     // set before the watchdog starts, then read-only
+	router  rpc.ClientID // the router's id, which its connections' ids start with; zero: random ids (set before the first dial)
 
 	mu      sync.Mutex
 	closed  bool
@@ -139,7 +142,15 @@ func (s *server) dial() <-chan struct{} {
 func (s *server) connect() ([]*rpc.Client, error) {
 	cs := make([]*rpc.Client, 0, s.p.conns)
 	for range s.p.conns {
-		c, err := rpc.Dial(s.addr, s.p.cfg)
+		cfg := s.p.cfg
+		if s.p.router != (rpc.ClientID{}) {
+			// The partition tells this router's connections by their id
+			// (protocol.RouterConnID, server/session_end.go).
+			var unique rpc.ClientID
+			crand.Read(unique[:])
+			cfg.ClientID = protocol.RouterConnID(s.p.router, unique)
+		}
+		c, err := rpc.Dial(s.addr, cfg)
 		if err != nil {
 			for _, c := range cs {
 				c.Close()

@@ -40,9 +40,10 @@ type Router struct {
 	srv *rpc.Server
 	ln  net.Listener
 
-	sessions sessions                   // clients' sessions (session.go)
-	creds    atomic.Pointer[auth.Table] // the router's copy of the credentials (creds.go); nil until read
-	self     rpc.ClientID               // the client id of the router's own forwarded calls
+	sessions    sessions                   // clients' sessions (session.go)
+	sessionEnds atomic.Int64               // SESSION_ENDs answered by the partitions
+	creds       atomic.Pointer[auth.Table] // the router's copy of the credentials (creds.go); nil until read
+	self        rpc.ClientID               // the client id of the router's own forwarded calls
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -94,6 +95,7 @@ func start(ctx context.Context, cfg Config, src tableSource) (*Router, error) {
 	r.limit[rpc.ClassRead], r.limit[rpc.ClassWrite] = int64(cfg.MaxReads), int64(cfg.MaxWrites)
 	r.metrics = newMetrics(cfg.Registry, func(c rpc.Class) float64 { return float64(r.inflight[c].Load()) })
 	r.pool = newPool(rpc.ClientConfig{Secret: cfg.Secret, Token: cfg.Token, Logger: cfg.Logger}, cfg.ConnsPerServer, cfg.Logger, r.metrics)
+	r.pool.router = r.self
 	if len(cfg.Root) > 0 {
 		r.rootPart = r.pool.partition(0, cfg.Root)
 	}

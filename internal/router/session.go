@@ -25,6 +25,16 @@ import (
 // are closed by a logged session end (server/session_end.go), so a file
 // unlinked while open is freed, on every replica of a group.
 //
+// A client that leaves this router for another (its connection here
+// broke; it redialed the next of its addresses) is not ended: the
+// router waits a moment (Config.SessionEndDelay) before it sends
+// SESSION_END, the client's SDK sends its heartbeats at once through the
+// router it reached, and a partition that heard the client through
+// another router since refuses to end its session for this one
+// (server/session_end.go): the session is the client's, and only its
+// lease running out everywhere, or the router it is heard through now,
+// ends it.
+//
 // Leases: a client keeps its locks and its opens alive with its own
 // heartbeats, which the router forwards to the partitions holding them
 // like any other call; the router adds none of its own, so a client that
@@ -174,11 +184,23 @@ func (r *Router) endSession(ctx context.Context, s *clientSession, parts []uint1
 			return
 		}
 	}
+	if d := r.cfg.SessionEndDelay; d > 0 && !sleepCtx(ctx, d) {
+		return
+	}
+	if r.srv.Connected(s.client) {
+		// Back through this router meanwhile: the session goes on here.
+		back := r.sessions.get(s.client)
+		for _, vp := range parts {
+			back.add(vp)
+		}
+		return
+	}
 	for _, vp := range parts {
 		if err := r.endSessionAt(ctx, s.client, vp); err != nil {
 			r.log.Warn("session of departed client not ended", "client", s.client.String(), "vpart", vp, "err", err)
 			continue
 		}
+		r.sessionEnds.Add(1)
 		if m := r.metrics; m != nil {
 			m.sessionEnds.Inc()
 		}

@@ -117,6 +117,17 @@ func (c *Call) Reply(status uint32, payload []byte) {
 }
 
 // ReplyIn is Reply, leaving the reply for b to write when it ends: see
+// Via returns the client id the hello of the connection the call came
+// on named: the caller's own for a direct call, the forwarder's (a
+// router's connection) for a forwarded one; zero once the call is
+// answered.
+func (c *Call) Via() ClientID {
+	if c.conn == nil {
+		return ClientID{}
+	}
+	return c.conn.client
+}
+
 // Batch. b nil is Reply.
 func (c *Call) ReplyIn(b *Batch, status uint32, payload []byte) {
 	if b != nil && c.conn != nil {

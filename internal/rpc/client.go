@@ -85,6 +85,13 @@ type ClientConfig struct {
 	// canopy_rpc_client_*. Clients sharing a registerer add up their
 	// metrics.
 	Metrics prometheus.Registerer
+
+	// OnBroken, if set, is called when a connection of the client
+	// breaks other than by Close (the server went, or the network), even
+	// while it is idle: the client redials with its next call, which the
+	// caller may then make at once. It runs on the goroutine that found
+	// the break and must not block.
+	OnBroken func()
 }
 
 func (cfg *ClientConfig) setDefaults() error {
@@ -361,6 +368,7 @@ func (c *Client) connectVersion(addr string, version uint16) (*clientConn, welco
 	c.mu.Unlock()
 
 	cn := newClientConn(nc, c.log, c.comp, c.cfg.CallTimeout)
+	cn.onBroken = c.cfg.OnBroken
 	w, err := cn.handshake(&c.cfg, version)
 
 	c.mu.Lock()

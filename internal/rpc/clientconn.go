@@ -117,6 +117,8 @@ type clientConn struct {
 
 	broken atomic.Bool   // err != nil, readable without mu
 	done   chan struct{} // closed when the connection breaks
+
+	onBroken func() // ClientConfig.OnBroken; set before the connection's goroutines start
 }
 
 const (
@@ -385,6 +387,9 @@ func (cn *clientConn) fail(err error) {
 	cn.nc.Close()
 	for _, w := range waiting {
 		w.deliver(result{err: err}, nil)
+	}
+	if cn.onBroken != nil && !errors.Is(err, ErrClosed) {
+		cn.onBroken()
 	}
 	switch {
 	case errors.Is(err, ErrClosed):

@@ -233,6 +233,11 @@ type access struct {
 	audit        *auditLog       // nil: none
 	refusals     *rpc.LogLimiter // rate of the refusals' log lines
 	partition    uint16          // Config.Partition: the root partition keeps the credentials, the others a copy (auth_sync.go)
+	// confineIno, in the replicated mode, decides for a lock call on a
+	// node the client was not shown by this replica whether the node lies
+	// in the credential's scope, from the namespace (under the state's
+	// lock); nil: such a lock call is refused.
+	confineIno func(client rpc.ClientID, cr *auth.Credential, ino engine.Ino) bool
 }
 
 // authenticate is the RPC server's Authenticate hook: it checks the
@@ -426,12 +431,17 @@ func scoped(s *session) *session {
 }
 
 // lockInside reports whether a lock call of a path-scoped credential
-// names a node its client was shown (see scope.go); lock calls are
-// answered at intake, which cannot walk the namespace.
+// names a node its client was shown (see scope.go), or, in the replicated
+// mode, one that lies in the scope (after a failover the new leader has
+// shown the client nothing). Lock calls are answered at intake.
 func (a *access) lockInside(c *rpc.Call, cr *auth.Credential) bool {
 	var r pb.LockRequest
 	if err := proto.Unmarshal(c.Payload, &r); err != nil {
 		return false
 	}
-	return a.grants.has(c.Client, cr.Name, engine.Ino(r.Ino))
+	ino := engine.Ino(r.Ino)
+	if a.grants.has(c.Client, cr.Name, ino) {
+		return true
+	}
+	return a.confineIno != nil && a.confineIno(c.Client, cr, ino)
 }

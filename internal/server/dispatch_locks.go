@@ -1,6 +1,8 @@
 package server
 
 import (
+	"errors"
+	"sync"
 	"syscall"
 	"time"
 
@@ -35,8 +37,13 @@ func serveLock(t *locks.Table, c *rpc.Call, m pb.Method) {
 			return
 		}
 		lost, held := t.Heartbeat(locks.ClientID(c.Client))
+		grace := t.Grace()
+		if grace > 0 && grace < time.Millisecond {
+			grace = time.Millisecond
+		}
 		data, _ := proto.Marshal(&pb.HeartbeatReply{
 			TimeoutMs: uint32(t.Timeout() / time.Millisecond), LocksLost: lost, Locks: uint32(held),
+			GraceMs: uint32(grace / time.Millisecond),
 		})
 		c.Reply(0, data)
 		return
@@ -49,6 +56,10 @@ func serveLock(t *locks.Table, c *rpc.Call, m pb.Method) {
 	switch m {
 	case pb.Method_GETLK:
 		l, ok, err := t.Get(r)
+		if errors.Is(err, locks.ErrGrace) {
+			c.Reply(rpc.StatusUnavailable, nil) // retried by the client until the grace period ends
+			return
+		}
 		if err != nil {
 			c.Reply(statusOf(err), nil)
 			return
@@ -79,6 +90,59 @@ func decodeLock(client rpc.ClientID, payload []byte) (locks.Request, *pb.LockReq
 	}
 	return locks.Request{
 		Ino: req.Ino, Owner: locks.Owner{Client: locks.ClientID(client), ID: req.Owner}, Type: req.Type,
-		Start: req.Start, End: req.End, Pid: req.Pid, Flock: req.Flock,
+		Start: req.Start, End: req.End, Pid: req.Pid, Flock: req.Flock, Reclaim: req.Reclaim,
 	}, &req, nil
+}
+
+// Locks across a failover. A replicated partition's lock table is its
+// leader's, not replicated state: a new leader knows none of the locks
+// the old one granted. It therefore starts its table again with a grace
+// period (internal/locks, grace.go), as an NFS server does after a
+// restart: for half a lock timeout after it took over, only reclaims are
+// granted, which each client makes when its heartbeat's answer shows it
+// fewer locks than it holds (clients send one every third of a timeout,
+// client/locks.go); any other lock is refused with EAGAIN or, for SETLKW
+// and GETLK, waits. So no client can take a lock its holder is about to
+// take again. A replica that leads again later starts its table again
+// too (the locks it remembers may have changed meanwhile). The first
+// leader of a fresh group (no leader known before it in this process,
+// and no state on disk when it opened) has nothing to wait for.
+
+// lockGraceShare: a new leader's grace period lasts the lock timeout
+// divided by it.
+const lockGraceShare = 2
+
+// lockEpoch is the leadership the lock table serves. The RPC readers
+// (before a lock call) and the lease sweep check it; mu guards it.
+type lockEpoch struct {
+	mu   sync.Mutex
+	term uint64 // the term the table was started again for; 0: none yet
+	// leadership reports the term this replica leads in (0: it does not)
+	// and whether a leader was known before it (replica.Node.Leadership).
+	leadership func() (uint64, bool)
+	restarted  bool // the replica opened with state on disk: its clients may hold locks from before
+}
+
+// check starts t again, with a grace period unless nobody can have held
+// a lock before, when this replica leads in a term the table has not
+// served yet.
+func (e *lockEpoch) check(t *locks.Table) {
+	if e == nil {
+		return
+	}
+	term, prior := e.leadership()
+	if term == 0 {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if term == e.term {
+		return
+	}
+	e.term = term
+	grace := t.Timeout() / lockGraceShare
+	if !prior && !e.restarted {
+		grace = 0
+	}
+	t.Restart(grace)
 }

@@ -43,6 +43,9 @@ type intake struct {
 	// connected reports whether a client has a connection of its own to
 	// this server (rpc.Server.Connected).
 	connected func(rpc.ClientID) bool
+	// epoch, in the replicated mode, starts the lock table again when
+	// this replica takes over as leader (dispatch_locks.go).
+	epoch *lockEpoch
 	// dumps answers the pages of dumps in progress (dump.go); nil: the
 	// apply stage does.
 	dumps *dumpTable
@@ -88,14 +91,15 @@ func (in *intake) serveCall(c *rpc.Call) {
 	if in.gate != nil && !in.gate(c) {
 		return
 	}
-	if m == pb.Method_HEARTBEAT || class == classSession {
-		in.leases.touch(c.Client, time.Now())
+	if class == classLock || class == classSession {
+		in.leases.touch(c.Client, time.Now(), c.Via())
 	}
 	if m == pb.Method_AUTH_WHOAMI {
 		serveWhoami(c, sess)
 		return
 	}
 	if class == classLock {
+		in.epoch.check(in.locks)
 		serveLock(in.locks, c, m)
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/canopyfs/canopy/internal/protocol"
 	"github.com/canopyfs/canopy/internal/rpc"
 )
 
@@ -32,21 +33,45 @@ import (
 type leaseTable struct {
 	mu    sync.Mutex
 	heard map[rpc.ClientID]time.Time
+	// via is the hello's client id of the connection each client was
+	// last heard on (rpc.Call.Via): a router's, or the client's own.
+	via map[rpc.ClientID]rpc.ClientID
 }
 
-func newLeaseTable() *leaseTable { return &leaseTable{heard: make(map[rpc.ClientID]time.Time)} }
+func newLeaseTable() *leaseTable {
+	return &leaseTable{heard: make(map[rpc.ClientID]time.Time), via: make(map[rpc.ClientID]rpc.ClientID)}
+}
 
-// touch renews client's lease at now.
-func (l *leaseTable) touch(client rpc.ClientID, now time.Time) {
+// touch renews client's lease at now, heard on a connection whose hello
+// named via.
+func (l *leaseTable) touch(client rpc.ClientID, now time.Time, via rpc.ClientID) {
 	l.mu.Lock()
 	l.heard[client] = now
+	if via != (rpc.ClientID{}) {
+		l.via[client] = via
+	}
 	l.mu.Unlock()
+}
+
+// elsewhere reports whether client was last heard, since cutoff, through
+// another router than the one whose connection's hello named router: the
+// client left that router for another and its session goes on.
+func (l *leaseTable) elsewhere(client, router rpc.ClientID, cutoff time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	at, ok := l.heard[client]
+	if !ok || at.Before(cutoff) {
+		return false
+	}
+	via, ok := l.via[client]
+	return ok && via != client && !protocol.SameRouter(via, router)
 }
 
 // drop forgets client (its session ended).
 func (l *leaseTable) drop(client rpc.ClientID) {
 	l.mu.Lock()
 	delete(l.heard, client)
+	delete(l.via, client)
 	l.mu.Unlock()
 }
 
@@ -65,6 +90,7 @@ func (l *leaseTable) adopt(clients []rpc.ClientID, now time.Time) {
 func (l *leaseTable) reset() {
 	l.mu.Lock()
 	clear(l.heard)
+	clear(l.via)
 	l.mu.Unlock()
 }
 
@@ -77,6 +103,7 @@ func (l *leaseTable) expired(cutoff time.Time) []rpc.ClientID {
 		if at.Before(cutoff) {
 			out = append(out, c)
 			delete(l.heard, c)
+			delete(l.via, c)
 		}
 	}
 	return out
@@ -108,11 +135,12 @@ func (in *intake) leaseSweep(stopped <-chan struct{}, timeout time.Duration, lea
 				continue
 			}
 			led = true
+			in.epoch.check(in.locks)
 			in.leases.adopt(clients, now)
 		}
 		for _, c := range in.leases.expired(now.Add(-timeout)) {
 			if in.connected != nil && in.connected(c) {
-				in.leases.touch(c, now) // its own connection's close ends it
+				in.leases.touch(c, now, rpc.ClientID{}) // its own connection's close ends it
 				continue
 			}
 			in.log.Info("session of a client not heard from for the lock timeout ended", "client", c.String())

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/canopyfs/canopy/api/metapb"
+	"github.com/canopyfs/canopy/internal/auth"
 	"github.com/canopyfs/canopy/internal/engine"
 	"github.com/canopyfs/canopy/internal/replica"
 	"github.com/canopyfs/canopy/internal/rpc"
@@ -54,22 +55,23 @@ import (
 // the state as it has applied so far: its paths are resolved there and
 // the request rewritten to name inodes only, and the rewritten request is
 // what the entry carries, so the followers apply it without the
-// credential, as replay does. The nodes a scoped client was shown
-// (scopeGrants) are the leader's memory, not replicated state: after a
-// failover a scoped client looks files up again before it names them by
-// inode (as after a restart). A directory moved out of the subtree by
-// another credential between a scoped call's confinement and its entry's
-// apply is still the one the call named: the window is one proposal.
+// credential, as replay does. The entry carries the scope's top too, and
+// every replica checks again, as it applies the entry, that the
+// directories it names still lie below it (scope_apply.go): a directory
+// moved out of the subtree by another credential between a scoped call's
+// confinement and its entry's apply is refused there, on every replica
+// alike. The nodes a scoped client was shown (scopeGrants) are the
+// leader's memory, a cache only: a new leader finds a file inside the
+// scope from the namespace itself (engine.LinkedUnder).
 //
 // A replica that is not the leader answers every call but NULL and VOLUME
 // with rpc.StatusNotLeader and the leader's client address (empty when no
 // leader is known). Lock calls are answered by the leader from its lock
 // table, which is not replicated: after a failover (as after a restart)
 // each client takes its locks again once the new leader's answer to its
-// heartbeat shows it fewer locks than it holds (client/locks.go). Until
-// then, for up to a third of the lock timeout, another client may take
-// one of them; the holder's retake then fails and it is told the lock
-// is lost (OnLocksLost).
+// heartbeat shows it fewer locks than it holds (client/locks.go), and the
+// new leader's grace period, in which only such reclaims are granted,
+// keeps them for it (dispatch_locks.go).
 //
 // The replica's Raft log, state file and snapshots live in DIR/raft; the
 // snapshots are the server's checkpoints (encodeState), so two replicas
@@ -265,6 +267,8 @@ func openReplicated(s *Server) error {
 	if err := upgradeSingle(cfg, dir, ids); err != nil {
 		return err
 	}
+	names, _ := cfg.FS.ReadDir(dir)
+	restarted := len(names) > 0 // a Raft log from before: clients may hold locks its leader granted
 	if err := cfg.FS.MkdirAll(dir); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
@@ -315,6 +319,8 @@ func openReplicated(s *Server) error {
 	s.repl = r
 	s.metrics = newMetrics(s, sm, cfg.Metrics)
 	s.intake.gate = r.gate
+	s.intake.epoch = &lockEpoch{leadership: node.Leadership, restarted: restarted}
+	s.intake.access.confineIno = r.confineIno
 	s.intake.transfer = r.groupCall
 	s.intake.busy = s.metrics.busy
 	s.start(r.proposer, r.reader, func() { s.locks.Sweep(s.stopped, s.log) }, func() { r.idle(s.stopped) }, func() {
@@ -436,6 +442,7 @@ func (r *replicated) record(o *op) *pb.LogRecord {
 	return &pb.LogRecord{
 		TimeNs: r.cfg.Clock(), ClientId: client[:], CallId: o.call.ID, Method: uint32(o.method),
 		Uid: o.cred.UID, Gid: o.cred.GID, Groups: o.cred.Groups, Request: o.call.Payload,
+		ScopeTop: uint64(o.scopeTop), // checked again at apply (scope_apply.go)
 	}
 }
 
@@ -468,6 +475,26 @@ func (r *replicated) confine(o *op) bool {
 		return false
 	}
 	return true
+}
+
+// confineIno reports whether ino lies in the scope of cr, for a lock
+// call at intake (access.lockInside), on an RPC reader, under the
+// state's lock. The root's inode, which stands for the top, is not one:
+// a lock names a node by its own inode.
+func (r *replicated) confineIno(client rpc.ClientID, cr *auth.Credential, ino engine.Ino) bool {
+	r.state.mu.Lock()
+	defer r.state.mu.Unlock()
+	sm := r.state.sm
+	if ino == sm.eng.Root() {
+		return false
+	}
+	top, err := sm.eng.ResolveIno(engine.Cred{}, cr.Path, false)
+	if err != nil {
+		return false
+	}
+	cf := &confiner{e: sm.eng, top: top, grants: sm.grants, client: client, cred: cr.Name}
+	_, err = cf.inside(ino)
+	return err == nil
 }
 
 // propose proposes rec and answers o (if it is a call) once its entry is

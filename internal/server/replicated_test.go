@@ -25,8 +25,9 @@ import (
 // its own directory and ports, for tests.
 type group struct {
 	t     *testing.T
-	snap  uint64 // RaftSnapshotEntries; 0 = default
-	audit string // AuditLog of each replica, with its number appended; "" = none
+	snap  uint64        // RaftSnapshotEntries; 0 = default
+	audit string        // AuditLog of each replica, with its number appended; "" = none
+	locks time.Duration // LockTimeout; 0 = default
 	peers []Peer
 	dirs  []string
 	srvs  []*Server
@@ -95,7 +96,7 @@ func newGroupOf(g *group) *group {
 func (g *group) start(i int) {
 	g.t.Helper()
 	cfg := Config{Dir: g.dirs[i], Peers: g.peers, ReplicaID: g.peers[i].ID, RaftTick: 10 * time.Millisecond,
-		RaftSnapshotEntries: g.snap, RaftCatchUpEntries: g.snap / 4, Logger: slog.New(slog.DiscardHandler)}
+		RaftSnapshotEntries: g.snap, RaftCatchUpEntries: g.snap / 4, LockTimeout: g.locks, Logger: slog.New(slog.DiscardHandler)}
 	if g.audit != "" {
 		cfg.AuditLog = fmt.Sprintf("%s.%d", g.audit, i+1)
 	}

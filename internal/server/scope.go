@@ -10,6 +10,7 @@ import (
 	pb "github.com/canopyfs/canopy/api/metapb"
 	"github.com/canopyfs/canopy/internal/engine"
 	"github.com/canopyfs/canopy/internal/rpc"
+	"golang.org/x/time/rate"
 )
 
 // Path-scoped credentials. A call under a credential whose Path is not
@@ -21,7 +22,9 @@ import (
 // stands for the top; any other inode must lie inside: a directory when
 // its parent links lead to the top (engine.DirUnder), anything else when
 // the client was shown it, by a reply to one of its confined calls
-// (scopeGrants). So nothing outside can be named, by path or inode,
+// (scopeGrants), or, for a node this server did not show it (after a
+// failover or a restart), when the node has a link in a directory of the
+// subtree (engine.LinkedUnder, a search bounded per call and per client). So nothing outside can be named, by path or inode,
 // learned or guessed, and RENAME and LINK, whose two ends are both
 // confined, cannot move a node out of the subtree or into it. Replies
 // show the top as the root. The rewritten request is what the log
@@ -42,8 +45,34 @@ type scopeGrants struct {
 }
 
 type clientGrants struct {
-	cred string // the credential the nodes were shown under
-	inos map[engine.Ino]struct{}
+	cred     string // the credential the nodes were shown under
+	inos     map[engine.Ino]struct{}
+	searches *rate.Limiter // of the subtree searches for nodes not shown (search)
+}
+
+// Searches of the subtree, per client: a client may have this many a
+// second, in bursts of searchBurst; each looks at searchBudget entries at
+// most. Past either, a node not shown is refused (EACCES) and the client
+// looks it up by path again.
+const (
+	searchRate   = 64
+	searchBurst  = 1024
+	searchBudget = 1 << 20
+)
+
+// maySearch takes one of client's subtree searches, if it has one left.
+func (g *scopeGrants) maySearch(client rpc.ClientID, cred string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	cg := g.byClient[client]
+	if cg == nil || cg.cred != cred {
+		cg = &clientGrants{cred: cred, inos: make(map[engine.Ino]struct{})}
+		g.byClient[client] = cg
+	}
+	if cg.searches == nil {
+		cg.searches = rate.NewLimiter(searchRate, searchBurst)
+	}
+	return cg.searches.Allow()
 }
 
 func newScopeGrants() *scopeGrants {
@@ -55,7 +84,11 @@ func (g *scopeGrants) add(client rpc.ClientID, cred string, inos ...engine.Ino) 
 	defer g.mu.Unlock()
 	cg := g.byClient[client]
 	if cg == nil || cg.cred != cred || len(cg.inos) >= maxGrants {
-		cg = &clientGrants{cred: cred, inos: make(map[engine.Ino]struct{})}
+		fresh := &clientGrants{cred: cred, inos: make(map[engine.Ino]struct{})}
+		if cg != nil && cg.cred == cred {
+			fresh.searches = cg.searches
+		}
+		cg = fresh
 		g.byClient[client] = cg
 	}
 	for _, ino := range inos {
@@ -105,6 +138,7 @@ func (sm *stateMachine) confine(o *op, grants *scopeGrants) uint32 {
 	if err := cf.request(o.req); err != nil {
 		return statusOf(err)
 	}
+	o.scopeTop = top
 	if c := classOf(o.method); c == classMutation || c == classSession {
 		data, err := proto.Marshal(o.req)
 		if err != nil {
@@ -193,12 +227,27 @@ func (cf *confiner) inside(ino engine.Ino) (engine.Ino, error) {
 	}
 	ok, err := cf.e.DirUnder(ino, cf.top)
 	if err == syscall.ENOTDIR {
-		ok = cf.grants.has(cf.client, cf.cred, ino)
+		ok = cf.grants.has(cf.client, cf.cred, ino) || cf.search(ino)
 	}
 	if !ok {
 		return 0, errOutside
 	}
 	return ino, nil
+}
+
+// search looks for a link to the node ino (not a directory) in the
+// scope's subtree, for a node this server did not show the client: a
+// replicated partition's new leader, or a server restarted, knows
+// nothing of what the client was shown before. A node found is granted.
+func (cf *confiner) search(ino engine.Ino) bool {
+	if !cf.grants.maySearch(cf.client, cf.cred) {
+		return false
+	}
+	ok, _ := cf.e.LinkedUnder(ino, cf.top, searchBudget)
+	if ok {
+		cf.grants.add(cf.client, cf.cred, ino)
+	}
+	return ok
 }
 
 // entry confines a directory entry named by path (if not empty) or by

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"time"
 
 	pb "github.com/canopyfs/canopy/api/metapb"
 	"github.com/canopyfs/canopy/internal/auth"
@@ -20,6 +21,18 @@ import (
 // freed across a failover). The router sends it on the connections its
 // other calls for that client went on, after them, so the partition reads
 // it after every call of the client's.
+//
+// A client may leave one router for another that is up too (its
+// connection to the first broke and it redialed the next address): the
+// first router's SESSION_END must not end the session the client goes on
+// with through the second. The lease table notes the connection each
+// client was last heard on, and a router's connections name it
+// (protocol.RouterConnID); a SESSION_END for a client last heard through
+// another router within the lock timeout is answered and not acted on.
+// The first router waits a moment before it sends it, and the client
+// sends its heartbeats as soon as its connection breaks, which redials
+// (client/locks.go), so the partition hears it through the second router
+// first.
 
 // errNotRouter refuses SESSION_END from a client credential (EPERM).
 var errNotRouter = fmt.Errorf("%w: only a router may end another client's session", auth.ErrNotAdmin)
@@ -38,6 +51,13 @@ func (in *intake) serveSessionEnd(c *rpc.Call, sess *session) {
 		return
 	}
 	if in.connected != nil && in.connected(c.Client) {
+		c.Reply(0, nil)
+		return
+	}
+	if in.leases.elsewhere(c.Client, c.Via(), time.Now().Add(-in.locks.Timeout())) {
+		// Heard through another router since: it moved there. Its lease
+		// (renewed there) or that router's SESSION_END ends it.
+		in.log.Debug("session end of a client heard through another router ignored", "client", c.Client.String())
 		c.Reply(0, nil)
 		return
 	}

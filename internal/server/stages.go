@@ -26,7 +26,7 @@ import (
 // the reply stage sends them. Each field is written by one stage before
 // the op is handed to the next, never after.
 //
-// The fields are ordered so that the struct packs into 112 bytes.
+// The fields are ordered so that the struct packs into 120 bytes.
 type op struct {
 	call   *rpc.Call
 	req    proto.Message
@@ -43,6 +43,11 @@ type op struct {
 	// gone marks the end of a departed client's session (no call).
 	gone   bool
 	client rpc.ClientID
+
+	// scopeTop is the top of the scope the call was confined to (0: not
+	// confined); the replicated mode logs it so that the state machine
+	// checks the confinement again as it applies the entry (scope_apply.go).
+	scopeTop engine.Ino
 }
 
 // scope returns the session of a call under a path-scoped credential,

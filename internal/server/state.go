@@ -168,6 +168,11 @@ func (sm *stateMachine) Apply(rec *pb.LogRecord, req proto.Message) (status uint
 			}
 		}
 		cred := engine.Cred{UID: rec.Uid, GID: rec.Gid, Groups: rec.Groups}
+		if rec.ScopeTop != 0 { // a scoped call confined before it was proposed
+			if err := stillInside(sm.eng, engine.Ino(rec.ScopeTop), req); err != nil {
+				return statusOf(err), errorDetail(err), nil
+			}
+		}
 		if class == classSession {
 			if !keyed {
 				return 0, nil, fmt.Errorf("%s names no client", m)
