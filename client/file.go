@@ -28,6 +28,7 @@ type File struct {
 	ino  Ino
 	flag int
 	dir  bool
+	info *FileInfo // the attributes OPEN returned
 
 	mu     sync.Mutex // guards everything below and serializes calls
 	closed bool
@@ -76,7 +77,7 @@ func (c *Client) OpenFile(ctx context.Context, name string, flag int, perm fs.Fi
 		return nil, err
 	}
 	// From here on the server counts this open: every failure closes it.
-	f := &File{c: c, ctx: ctx, name: name, ino: fi.Ino(), flag: flag, dir: fi.IsDir()}
+	f := &File{c: c, ctx: ctx, name: name, ino: fi.Ino(), flag: flag, dir: fi.IsDir(), info: fi}
 	fail := func(err error) (*File, error) {
 		c.CloseIno(ctx, f.ino)
 		return nil, renamed(err, "open", name)
@@ -95,6 +96,7 @@ func (c *Client) OpenFile(ctx context.Context, name string, flag int, perm fs.Fi
 		if fi, err = c.SetAttrIno(ctx, f.ino, SetAttr{Valid: SetSize}); err != nil {
 			return fail(err)
 		}
+		f.info = fi
 	}
 	f.r = vol.NewReader((*dataPath)(c), uint64(f.ino))
 	if writing {
@@ -320,6 +322,11 @@ func (f *File) Sync() error {
 	}
 	return nil
 }
+
+// OpenInfo returns the file's attributes as they were when it was
+// opened (OPEN returns them), without a call: what Stat would have
+// returned just before the open.
+func (f *File) OpenInfo() *FileInfo { return f.info }
 
 // Stat returns the file's attributes; its size includes buffered writes.
 func (f *File) Stat() (fs.FileInfo, error) {

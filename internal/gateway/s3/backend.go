@@ -338,8 +338,15 @@ func (b *Backend) DeleteBucket(ctx context.Context, bucket string) error {
 	return nil
 }
 
-// GetBucketVersioning reports versioning never enabled.
+// GetBucketVersioning reports versioning never enabled. versitygw also
+// asks before every PUT that replaces an object (only to learn whether
+// versioning is on); such a request (one without the ?versioning query
+// of the API call) is answered without looking at the bucket, which the
+// PUT's own calls find missing if it is.
 func (b *Backend) GetBucketVersioning(ctx context.Context, bucket string) (s3response.GetBucketVersioningOutput, error) {
+	if rc, ok := ctx.(*fasthttp.RequestCtx); ok && !rc.QueryArgs().Has("versioning") {
+		return s3response.GetBucketVersioningOutput{}, nil
+	}
 	_, err := b.statBucket(ctx, b.client(ctx), bucket)
 	return s3response.GetBucketVersioningOutput{}, err
 }

@@ -111,17 +111,13 @@ func (c checksum) checksumType() types.ChecksumType {
 	return types.ChecksumTypeFullObject
 }
 
-// storeChecksum records the checksum hr computed on the file at p.
-func storeChecksum(ctx context.Context, c *client.Client, p string, hr summer) (checksum, error) {
-	if hr == nil || hr.Sum() == "" {
-		return checksum{}, nil
+// checksumOf is the checksum sum computed or received (none if sum is
+// nil or has none).
+func checksumOf(sum summer) checksum {
+	if sum == nil || sum.Sum() == "" {
+		return checksum{}
 	}
-	fi, err := c.Stat(ctx, p)
-	if err != nil {
-		return checksum{}, err
-	}
-	cs := checksum{kind: hr.Type(), value: hr.Sum()}
-	return cs, keepChecksumAs(ctx, c, p, fi, cs)
+	return checksum{kind: sum.Type(), value: sum.Sum()}
 }
 
 // keepChecksum records cs for the file at p as it is now.
@@ -130,12 +126,13 @@ func keepChecksum(ctx context.Context, c *client.Client, p string, cs checksum) 
 	if err != nil {
 		return err
 	}
-	return keepChecksumAs(ctx, c, p, fi, cs)
+	return c.SetXattr(ctx, p, xattrChecksum, []byte(checksumValue(fi, cs)), 0)
 }
 
-func keepChecksumAs(ctx context.Context, c *client.Client, p string, fi *client.FileInfo, cs checksum) error {
-	v := fmt.Sprintf("%s %s %d %d %s", cs.kind, cs.value, fi.ModTime().UnixNano(), fi.Size(), cs.checksumType())
-	return c.SetXattr(ctx, p, xattrChecksum, []byte(v), 0)
+// checksumValue is the xattrChecksum value that records cs for a file
+// whose attributes are fi.
+func checksumValue(fi *client.FileInfo, cs checksum) string {
+	return fmt.Sprintf("%s %s %d %d %s", cs.kind, cs.value, fi.ModTime().UnixNano(), fi.Size(), cs.checksumType())
 }
 
 // loadChecksum returns the checksum kept with the file at p, if it still

@@ -40,7 +40,7 @@ func (b *Backend) CopyObject(ctx context.Context, in s3response.CopyObjectInput)
 	src, err := b.lookup(ctx, c, srcBucket, srcKey, backend.PreConditions{
 		IfMatch: in.CopySourceIfMatch, IfNoneMatch: in.CopySourceIfNoneMatch,
 		IfModSince: in.CopySourceIfModifiedSince, IfUnmodeSince: in.CopySourceIfUnmodifiedSince,
-	})
+	}, false)
 	if err != nil {
 		return s3response.CopyObjectOutput{}, err
 	}
@@ -107,15 +107,12 @@ func (b *Backend) CopyObject(ctx context.Context, in s3response.CopyObjectInput)
 		}
 		r, sum = hr, hr
 	}
-	etag, _, err := b.writeObject(ctx, c, bp, dst, r, m, nil)
-	if err != nil {
-		return s3response.CopyObjectOutput{}, s3Error(err, bucket, "object")
-	}
-	cs, err := storeChecksum(ctx, c, dst, sum)
+	etag, _, err := b.writeObject(ctx, c, bp, dst, r, m, sum, nil)
 	if err != nil {
 		return s3response.CopyObjectOutput{}, s3Error(err, bucket, "object")
 	}
 	etag = `"` + etag + `"`
+	cs := checksumOf(sum)
 	f2 := cs.fields()
 	return s3response.CopyObjectOutput{CopyObjectResult: &s3response.CopyObjectResult{
 		ETag: &etag, LastModified: ptr(time.Now()), ChecksumType: cs.checksumType(),
@@ -156,7 +153,7 @@ func (b *Backend) shareObject(ctx context.Context, c *client.Client, bucketDir, 
 			err = fmt.Errorf("%w: %w", errNoShare, err)
 		}
 	}
-	return publish(ctx, c, tmp, p, etag, m, nil, err)
+	return publish(ctx, c, tmp, p, etag, m, nil, nil, err)
 }
 
 // replaceMeta drops an object's metadata and stores m instead.

@@ -153,18 +153,14 @@ func (b *Backend) UploadPart(ctx context.Context, in *s3.UploadPartInput) (*s3.U
 		body, sum = hr, hr
 	}
 	p := dir + "/" + partName(n)
-	etag, size, err := b.writeObject(ctx, c, dir, p, body, objMeta{}, nil)
+	etag, size, err := b.writeObject(ctx, c, dir, p, body, objMeta{}, sum, nil)
 	if err != nil {
 		return nil, s3Error(err, deref(in.Bucket), "part")
 	}
 	if in.ContentLength != nil && *in.ContentLength != size {
 		return nil, s3err.GetAPIError(s3err.ErrIncompleteBody)
 	}
-	cs, err := storeChecksum(ctx, c, p, sum)
-	if err != nil {
-		return nil, s3Error(err, deref(in.Bucket), "part")
-	}
-	f := cs.fields()
+	f := checksumOf(sum).fields()
 	return &s3.UploadPartOutput{ETag: ptr(`"` + etag + `"`),
 		ChecksumCRC32: f[0], ChecksumCRC32C: f[1], ChecksumSHA1: f[2], ChecksumSHA256: f[3], ChecksumCRC64NVME: f[4],
 		ChecksumSHA512: f[5], ChecksumMD5: f[6], ChecksumXXHASH64: f[7], ChecksumXXHASH3: f[8], ChecksumXXHASH128: f[9]}, nil
@@ -232,6 +228,8 @@ func (b *Backend) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMu
 	}
 	asked := in.MultipartUpload.Parts
 	var files []string
+	sizes := make([]int64, 0, len(asked))
+	sums := make([]checksum, 0, len(asked))
 	last := int32(0)
 	for i, cp := range asked {
 		if cp.PartNumber == nil || cp.ETag == nil {
@@ -249,6 +247,7 @@ func (b *Backend) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMu
 			return s3response.CompleteMultipartUploadResult{}, "", s3err.GetAPIError(s3err.ErrEntityTooSmall)
 		}
 		files = append(files, dir+"/"+partName(p.n))
+		sizes, sums = append(sizes, p.fi.Size()), append(sums, p.sum)
 	}
 	etag, err := backend.ComputeMultipartETagFromPartETags(asked)
 	if err != nil {
@@ -294,7 +293,10 @@ func (b *Backend) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMu
 	if full != nil { // the whole object's checksum is computed from its bytes: read them once, as they are copied
 		share = nil
 	}
-	if err := b.joinParts(ctx, c, bp, dst, src, share, strings.Trim(etag, `"`), m); err != nil {
+	// The parts' boundaries and checksums go with the object, for GET
+	// and HEAD of one part (partNumber).
+	keep := func(tmp string) error { return keepParts(ctx, c, tmp, sizes, sums) }
+	if err := b.joinParts(ctx, c, bp, dst, src, share, strings.Trim(etag, `"`), m, keep); err != nil {
 		return s3response.CompleteMultipartUploadResult{}, "", s3Error(err, bucket, "object")
 	}
 	var cs checksum
@@ -321,8 +323,9 @@ func (b *Backend) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMu
 }
 
 // joinParts writes the concatenation of files beside dst and renames it
-// there, with etag and m.
-func (b *Backend) joinParts(ctx context.Context, c *client.Client, bucketDir, dst string, src io.Reader, files []string, etag string, m objMeta) error {
+// there, with etag and m; before, if set, is called with the written
+// file's name just before the rename.
+func (b *Backend) joinParts(ctx context.Context, c *client.Client, bucketDir, dst string, src io.Reader, files []string, etag string, m objMeta, before func(tmp string) error) error {
 	dir := dst[:strings.LastIndex(dst, "/")]
 	if dir != bucketDir {
 		if err := c.MkdirAll(ctx, dir, 0o755); err != nil {
@@ -363,7 +366,11 @@ func (b *Backend) joinParts(ctx context.Context, c *client.Client, bucketDir, ds
 			err = cerr
 		}
 	}
-	return publish(ctx, c, tmp, dst, etag, m, nil, err)
+	var pre func() error
+	if before != nil {
+		pre = func() error { return before(tmp) }
+	}
+	return publish(ctx, c, tmp, dst, etag, m, nil, pre, err)
 }
 
 // partsReader reads the files of parts one after the other, each opened

@@ -64,14 +64,10 @@ func etagOf(v []byte, fi *client.FileInfo) string {
 	return fmt.Sprintf(`"%x%x-1"`, uint64(fi.Ino()), fi.ModTime().UnixNano())
 }
 
-// setETag records etag (without quotes) for the file at p as it is now.
-func setETag(ctx context.Context, c *client.Client, p, etag string) (*client.FileInfo, error) {
-	fi, err := c.Stat(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	v := fmt.Sprintf("%s %d %d", etag, fi.ModTime().UnixNano(), fi.Size())
-	return fi, c.SetXattr(ctx, p, xattrETag, []byte(v), 0)
+// etagValue is the xattrETag value that records etag (without quotes)
+// for a file whose attributes are fi.
+func etagValue(etag string, fi *client.FileInfo) string {
+	return fmt.Sprintf("%s %d %d", etag, fi.ModTime().UnixNano(), fi.Size())
 }
 
 // readMeta reads an object's content type, headers and user metadata.
@@ -105,26 +101,28 @@ func metaOf(xs map[string][]byte) objMeta {
 
 // writeMeta stores m on the file at p.
 func writeMeta(ctx context.Context, c *client.Client, p string, m objMeta) error {
-	set := func(name, v string) error {
-		if v == "" {
-			return nil
-		}
-		return c.SetXattr(ctx, p, name, []byte(v), 0)
-	}
-	if err := set(xattrContentType, m.contentType); err != nil {
-		return err
-	}
-	for h, v := range m.headers {
-		if err := set(xattrHeader+h, v); err != nil {
-			return err
-		}
-	}
-	for k, v := range m.user {
-		if err := set(xattrMeta+strings.ToLower(k), v); err != nil {
-			return err
-		}
+	if xs := metaXattrs(m); len(xs) > 0 {
+		return setXattrs(ctx, c, p, xs)
 	}
 	return nil
+}
+
+// metaXattrs returns the xattrs that hold m, by name.
+func metaXattrs(m objMeta) map[string]string {
+	xs := map[string]string{}
+	set := func(name, v string) {
+		if v != "" {
+			xs[name] = v
+		}
+	}
+	set(xattrContentType, m.contentType)
+	for h, v := range m.headers {
+		set(xattrHeader+h, v)
+	}
+	for k, v := range m.user {
+		set(xattrMeta+strings.ToLower(k), v)
+	}
+	return xs
 }
 
 func headersOf(cacheControl, disposition, encoding, language, expires *string) map[string]string {
@@ -212,8 +210,7 @@ func (b *Backend) PutObject(ctx context.Context, in s3response.PutObjectInput) (
 	if err != nil {
 		return s3response.PutObjectOutput{}, err
 	}
-	var cs checksum
-	etag, n, err := b.writeObject(ctx, c, bp, p, body, m, pre)
+	etag, n, err := b.writeObject(ctx, c, bp, p, body, m, hr, pre)
 	if err != nil {
 		if _, berr := b.statBucket(ctx, c, bucket); berr != nil {
 			return s3response.PutObjectOutput{}, berr
@@ -223,9 +220,7 @@ func (b *Backend) PutObject(ctx context.Context, in s3response.PutObjectInput) (
 	if in.ContentLength != nil && *in.ContentLength != n {
 		return s3response.PutObjectOutput{}, s3err.GetAPIError(s3err.ErrIncompleteBody)
 	}
-	if cs, err = storeChecksum(ctx, c, p, hr); err != nil {
-		return s3response.PutObjectOutput{}, s3Error(err, bucket, "object")
-	}
+	cs := checksumOf(hr)
 	f := cs.fields()
 	out := s3response.PutObjectOutput{ETag: `"` + etag + `"`, Size: &n,
 		ChecksumCRC32: f[0], ChecksumCRC32C: f[1], ChecksumSHA1: f[2], ChecksumSHA256: f[3], ChecksumCRC64NVME: f[4],
@@ -272,16 +267,21 @@ type object struct {
 	fi   *client.FileInfo
 	etag string
 	meta objMeta
+	f    *client.File // open for reading, if lookup was asked to open it
 }
 
-// lookup finds an object and checks the read preconditions.
-func (b *Backend) lookup(ctx context.Context, c *client.Client, bucket, key string, pre backend.PreConditions) (*object, error) {
+// lookup finds an object and checks the read preconditions. With open
+// (a GET), the object's file is opened instead of looked at (OPEN returns
+// its attributes as well) and left open in the object; the caller closes
+// it.
+func (b *Backend) lookup(ctx context.Context, c *client.Client, bucket, key string, pre backend.PreConditions, open bool) (*object, error) {
 	p, err := b.objectPath(ctx, bucket, key)
 	if err != nil {
 		return nil, err
 	}
-	// The object's attributes and its xattrs (ETag, metadata) are read
-	// at once: about two round trips whatever the number of xattrs.
+	// The object's attributes (or its open) and its xattrs (ETag,
+	// metadata) are asked for at once: about two round trips whatever
+	// the number of xattrs.
 	var xs map[string][]byte
 	var xerr error
 	xdone := make(chan struct{})
@@ -289,8 +289,25 @@ func (b *Backend) lookup(ctx context.Context, c *client.Client, bucket, key stri
 		defer close(xdone)
 		xs, xerr = c.Xattrs(ctx, p, xattrPrefix)
 	}()
-	fi, err := c.Stat(ctx, p)
+	var fi *client.FileInfo
+	var f *client.File
+	if open && !strings.HasSuffix(key, "/") {
+		if f, err = c.Open(ctx, p); err == nil {
+			fi = f.OpenInfo()
+		}
+	} else {
+		fi, err = c.Stat(ctx, p)
+	}
 	<-xdone
+	if f != nil {
+		o, err := b.found(bucket, key, p, fi, xs, xerr, pre)
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		o.f = f
+		return o, nil
+	}
 	if err != nil {
 		// Only now tell a missing bucket from a missing key: a read that
 		// finds its object costs no look at the bucket.
@@ -299,6 +316,13 @@ func (b *Backend) lookup(ctx context.Context, c *client.Client, bucket, key stri
 		}
 		return nil, s3Error(err, bucket, "object")
 	}
+	return b.found(bucket, key, p, fi, xs, xerr, pre)
+}
+
+// found makes the object at p whose attributes are fi and whose
+// xattrPrefix xattrs are xs (or the error reading them), if it is one
+// the key names and the preconditions admit.
+func (b *Backend) found(bucket, key, p string, fi *client.FileInfo, xs map[string][]byte, xerr error, pre backend.PreConditions) (*object, error) {
 	dirKey := strings.HasSuffix(key, "/")
 	if fi.IsDir() != dirKey || (!dirKey && !fi.Mode().IsRegular()) {
 		return nil, s3err.GetAPIError(s3err.ErrNoSuchKey)
@@ -344,21 +368,35 @@ func (b *Backend) HeadObject(ctx context.Context, in *s3.HeadObjectInput) (*s3.H
 	c := b.client(ctx)
 	o, err := b.lookup(ctx, c, deref(in.Bucket), deref(in.Key), backend.PreConditions{
 		IfMatch: in.IfMatch, IfNoneMatch: in.IfNoneMatch, IfModSince: in.IfModifiedSince, IfUnmodeSince: in.IfUnmodifiedSince,
-	})
+	}, false)
 	if err != nil {
 		return nil, err
 	}
-	_, length, cr, err := o.rangeOf(in.Range)
-	if err != nil {
-		return nil, err
+	var length int64
+	var cr *string
+	var partsCount *int32
+	var cs checksum
+	if in.PartNumber != nil {
+		v, err := partOf(ctx, c, o, *in.PartNumber)
+		if err != nil {
+			return nil, err
+		}
+		length, cr, partsCount = v.length, v.contentRange, v.count
+		if in.ChecksumMode == types.ChecksumModeEnabled {
+			cs = v.checksum(ctx, c, o, *in.PartNumber)
+		}
+	} else {
+		if _, length, cr, err = o.rangeOf(in.Range); err != nil {
+			return nil, err
+		}
+		if in.ChecksumMode == types.ChecksumModeEnabled && !o.fi.IsDir() {
+			cs = loadChecksum(ctx, c, o.path, o.fi)
+		}
 	}
 	ct := o.meta.contentType
-	var cs checksum
-	if in.ChecksumMode == types.ChecksumModeEnabled && !o.fi.IsDir() {
-		cs = loadChecksum(ctx, c, o.path, o.fi)
-	}
 	f := cs.fields()
 	return &s3.HeadObjectOutput{
+		PartsCount:    partsCount,
 		ChecksumType:  cs.checksumType(),
 		ChecksumCRC32: f[0], ChecksumCRC32C: f[1], ChecksumSHA1: f[2], ChecksumSHA256: f[3], ChecksumCRC64NVME: f[4],
 		ChecksumSHA512: f[5], ChecksumMD5: f[6], ChecksumXXHASH64: f[7], ChecksumXXHASH3: f[8], ChecksumXXHASH128: f[9],
@@ -375,32 +413,50 @@ func (b *Backend) GetObject(ctx context.Context, in *s3.GetObjectInput) (*s3.Get
 	c := b.client(ctx)
 	o, err := b.lookup(ctx, c, deref(in.Bucket), deref(in.Key), backend.PreConditions{
 		IfMatch: in.IfMatch, IfNoneMatch: in.IfNoneMatch, IfModSince: in.IfModifiedSince, IfUnmodeSince: in.IfUnmodifiedSince,
-	})
+	}, true)
 	if err != nil {
 		return nil, err
 	}
-	start, length, cr, err := o.rangeOf(in.Range)
-	if err != nil {
+	done := false // the body owns o.f once it is made
+	defer func() {
+		if !done && o.f != nil {
+			o.f.Close()
+		}
+	}()
+	var start, length int64
+	var cr *string
+	var part *partView
+	if in.PartNumber != nil {
+		v, err := partOf(ctx, c, o, *in.PartNumber)
+		if err != nil {
+			return nil, err
+		}
+		start, length, cr, part = v.start, v.length, v.contentRange, &v
+	} else if start, length, cr, err = o.rangeOf(in.Range); err != nil {
 		return nil, err
 	}
 	var body io.ReadCloser = io.NopCloser(strings.NewReader(""))
 	if !o.fi.IsDir() {
-		f, err := c.Open(ctx, o.path)
-		if err != nil {
+		if _, err := o.f.Seek(start, io.SeekStart); err != nil {
 			return nil, s3Error(err, deref(in.Bucket), "object")
 		}
-		if _, err := f.Seek(start, io.SeekStart); err != nil {
-			f.Close()
-			return nil, s3Error(err, deref(in.Bucket), "object")
-		}
-		body = &sectionReader{f: f, left: length}
+		body = &sectionReader{f: o.f, left: length}
 	}
 	var cs checksum
-	if in.ChecksumMode == types.ChecksumModeEnabled && !o.fi.IsDir() && cr == nil {
+	var partsCount *int32
+	switch {
+	case part != nil:
+		partsCount = part.count
+		if in.ChecksumMode == types.ChecksumModeEnabled {
+			cs = part.checksum(ctx, c, o, *in.PartNumber)
+		}
+	case in.ChecksumMode == types.ChecksumModeEnabled && !o.fi.IsDir() && cr == nil:
 		cs = loadChecksum(ctx, c, o.path, o.fi)
 	}
 	f := cs.fields()
+	done = true
 	return &s3.GetObjectOutput{
+		PartsCount:    partsCount,
 		ChecksumType:  cs.checksumType(),
 		ChecksumCRC32: f[0], ChecksumCRC32C: f[1], ChecksumSHA1: f[2], ChecksumSHA256: f[3], ChecksumCRC64NVME: f[4],
 		ChecksumSHA512: f[5], ChecksumMD5: f[6], ChecksumXXHASH64: f[7], ChecksumXXHASH3: f[8], ChecksumXXHASH128: f[9],

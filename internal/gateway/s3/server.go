@@ -108,6 +108,7 @@ func Start(cfg Config) (*Server, error) {
 	listening := make(chan struct{})
 	opts := []s3api.Option{s3api.WithQuiet(), s3api.WithKeepAlive(), s3api.WithDisableACL(),
 		s3api.WithConcurrencyLimiter(maxConnections, maxRequests), s3api.WithMiddleware("/", fixTrailers),
+		s3api.WithMiddleware("/", fixPolicyWording),
 		s3api.WithOnListen(func() { close(listening) })}
 	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	err = cfg.Keys.dialKeys(dctx, cfg.Dial)
@@ -123,6 +124,9 @@ func Start(cfg Config) (*Server, error) {
 		s.closeFront()
 		cfg.Keys.closeKeys(nil)
 		return nil, fmt.Errorf("s3 gateway: %w", err)
+	}
+	if !streamForms(api) {
+		log.Warn("s3 gateway: multipart form bodies (POST Object) are read whole by fasthttp before versitygw parses them")
 	}
 	s.api = api
 	go func() { s.done <- api.ServeMultiPort([]string{apiAddr}) }()

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -32,7 +33,10 @@ func tempName(dir string) string {
 // its ETag and m as its metadata, and renames it to p, so that readers see
 // the old object or the new one whole. It returns the ETag and the size.
 // pre, if set, is checked against the object at p just before the rename.
-func (b *Backend) writeObject(ctx context.Context, c *client.Client, bucketDir, p string, body io.Reader, m objMeta, pre func() error) (string, int64, error) {
+//
+// sum, if set, is what computes or receives the body's checksum: once the
+// body is read, that checksum is kept with the object as well.
+func (b *Backend) writeObject(ctx context.Context, c *client.Client, bucketDir, p string, body io.Reader, m objMeta, sum summer, pre func() error) (string, int64, error) {
 	dir := path.Dir(p)
 	tmp := tempName(dir)
 	// The directories on the way are made only if the file cannot be
@@ -55,7 +59,7 @@ func (b *Backend) writeObject(ctx context.Context, c *client.Client, bucketDir, 
 		err = cerr
 	}
 	etag := hex.EncodeToString(h.Sum(nil))
-	if err := publish(ctx, c, tmp, p, etag, m, pre, err); err != nil {
+	if err := publish(ctx, c, tmp, p, etag, m, sum, pre, err); err != nil {
 		return "", 0, err
 	}
 	return etag, n, nil
@@ -75,14 +79,21 @@ func mkdirs(ctx context.Context, c *client.Client, bucketDir, dir string) error 
 }
 
 // publish finishes the object written at tmp, unless err says its writing
-// failed: it gives it etag and m, runs pre (if any), and renames it to p.
-// On any error tmp is removed and the error returned.
-func publish(ctx context.Context, c *client.Client, tmp, p, etag string, m objMeta, pre func() error, err error) error {
+// failed: it gives it etag, m and the checksum of sum (if any), runs pre
+// (if any), and renames it to p. On any error tmp is removed and the
+// error returned. The xattrs are set with concurrent calls: about one
+// round trip after the file's attributes are read, whatever their number.
+func publish(ctx context.Context, c *client.Client, tmp, p, etag string, m objMeta, sum summer, pre func() error, err error) error {
 	if err == nil {
-		_, err = setETag(ctx, c, tmp, etag)
-	}
-	if err == nil {
-		err = writeMeta(ctx, c, tmp, m)
+		var fi *client.FileInfo
+		if fi, err = c.Stat(ctx, tmp); err == nil {
+			xs := metaXattrs(m)
+			xs[xattrETag] = etagValue(etag, fi)
+			if cs := checksumOf(sum); cs.value != "" {
+				xs[xattrChecksum] = checksumValue(fi, cs)
+			}
+			err = setXattrs(ctx, c, tmp, xs)
+		}
 	}
 	if err == nil && pre != nil {
 		err = pre()
@@ -94,6 +105,40 @@ func publish(ctx context.Context, c *client.Client, tmp, p, etag string, m objMe
 		c.Unlink(ctx, tmp)
 	}
 	return err
+}
+
+// maxXattrSets bounds the SETXATTR calls setXattrs has in flight.
+const maxXattrSets = 16
+
+// setXattrs sets the xattrs xs (name: value) of the file at p with
+// concurrent calls, which travel together on the client's connection.
+func setXattrs(ctx context.Context, c *client.Client, p string, xs map[string]string) error {
+	if len(xs) == 1 {
+		for n, v := range xs {
+			return c.SetXattr(ctx, p, n, []byte(v), 0)
+		}
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	sem := make(chan struct{}, maxXattrSets)
+	for n, v := range xs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := c.SetXattr(ctx, p, n, []byte(v), 0); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
 }
 
 // copyHashed copies src to dst and into h. A body that fits in one buffer
