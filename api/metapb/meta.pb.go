@@ -129,6 +129,13 @@ const (
 	Method_TRASH_LIST    Method = 106 // NodeRequest (any node of the partition) -> TrashListReply
 	Method_TRASH_RESTORE Method = 107 // TrashRestoreRequest -> TrashRestoreReply (mutation): an entry or a whole hour back where it was
 	Method_TRASH_PURGE   Method = 108 // TrashPurgeRequest -> TrashPurgeReply (mutation): free the hours older than a time, or all
+	// Snapshots and clones (109-114): metadata copies whose files share
+	// their data; see docs/snapshots.md.
+	Method_SNAPSHOT_CREATE Method = 109 // SnapshotRequest (the directory, name) -> SnapshotReply (mutation): a read-only copy at PATH/.snapshot/NAME
+	Method_SNAPSHOT_LIST   Method = 110 // NodeRequest (the directory) -> SnapshotListReply
+	Method_SNAPSHOT_REMOVE Method = 111 // SnapshotRequest (the directory, name) -> Empty (mutation)
+	Method_SNAPSHOT_DIFF   Method = 112 // SnapshotDiffRequest -> SnapshotDiffReply: a snapshot against another or the directory now
+	Method_CLONE           Method = 113 // CloneRequest -> AttrReply (mutation): a writable copy of a file or tree in the same partition
 	// Rename across partitions (120-129): the two-phase protocol a router
 	// runs between the partition of the source entry (the coordinator of
 	// record) and the partition of the target entry; see docs/rebalance.md.
@@ -209,6 +216,11 @@ var (
 		106: "TRASH_LIST",
 		107: "TRASH_RESTORE",
 		108: "TRASH_PURGE",
+		109: "SNAPSHOT_CREATE",
+		110: "SNAPSHOT_LIST",
+		111: "SNAPSHOT_REMOVE",
+		112: "SNAPSHOT_DIFF",
+		113: "CLONE",
 		120: "XRENAME_PREPARE_SRC",
 		121: "XRENAME_PREPARE_DST",
 		122: "XRENAME_COMMIT_SRC",
@@ -283,6 +295,11 @@ var (
 		"TRASH_LIST":          106,
 		"TRASH_RESTORE":       107,
 		"TRASH_PURGE":         108,
+		"SNAPSHOT_CREATE":     109,
+		"SNAPSHOT_LIST":       110,
+		"SNAPSHOT_REMOVE":     111,
+		"SNAPSHOT_DIFF":       112,
+		"CLONE":               113,
 		"XRENAME_PREPARE_SRC": 120,
 		"XRENAME_PREPARE_DST": 121,
 		"XRENAME_COMMIT_SRC":  122,
@@ -7010,6 +7027,504 @@ func (x *XIntentListReply) GetIntents() []*XIntent {
 	return nil
 }
 
+// SnapshotRequest names a directory (ino or path) and one of its
+// snapshots.
+type SnapshotRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ino           uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotRequest) Reset() {
+	*x = SnapshotRequest{}
+	mi := &file_meta_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotRequest) ProtoMessage() {}
+
+func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
+func (*SnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *SnapshotRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *SnapshotRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *SnapshotRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// SnapshotInfo is one snapshot of a directory.
+type SnapshotInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Dir           uint64                 `protobuf:"varint,2,opt,name=dir,proto3" json:"dir,omitempty"` // the directory it was taken of
+	Ino           uint64                 `protobuf:"varint,3,opt,name=ino,proto3" json:"ino,omitempty"` // its root, PATH/.snapshot/NAME
+	CreatedNs     int64                  `protobuf:"varint,4,opt,name=created_ns,json=createdNs,proto3" json:"created_ns,omitempty"`
+	Nodes         uint64                 `protobuf:"varint,5,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	Bytes         uint64                 `protobuf:"varint,6,opt,name=bytes,proto3" json:"bytes,omitempty"` // sizes of its regular files (data shared, not copied)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotInfo) Reset() {
+	*x = SnapshotInfo{}
+	mi := &file_meta_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotInfo) ProtoMessage() {}
+
+func (x *SnapshotInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotInfo.ProtoReflect.Descriptor instead.
+func (*SnapshotInfo) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{91}
+}
+
+func (x *SnapshotInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SnapshotInfo) GetDir() uint64 {
+	if x != nil {
+		return x.Dir
+	}
+	return 0
+}
+
+func (x *SnapshotInfo) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *SnapshotInfo) GetCreatedNs() int64 {
+	if x != nil {
+		return x.CreatedNs
+	}
+	return 0
+}
+
+func (x *SnapshotInfo) GetNodes() uint64 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
+}
+
+func (x *SnapshotInfo) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+type SnapshotReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Snapshot      *SnapshotInfo          `protobuf:"bytes,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotReply) Reset() {
+	*x = SnapshotReply{}
+	mi := &file_meta_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotReply) ProtoMessage() {}
+
+func (x *SnapshotReply) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotReply.ProtoReflect.Descriptor instead.
+func (*SnapshotReply) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{92}
+}
+
+func (x *SnapshotReply) GetSnapshot() *SnapshotInfo {
+	if x != nil {
+		return x.Snapshot
+	}
+	return nil
+}
+
+type SnapshotListReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Snapshots     []*SnapshotInfo        `protobuf:"bytes,1,rep,name=snapshots,proto3" json:"snapshots,omitempty"` // by name
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotListReply) Reset() {
+	*x = SnapshotListReply{}
+	mi := &file_meta_proto_msgTypes[93]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotListReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotListReply) ProtoMessage() {}
+
+func (x *SnapshotListReply) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[93]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotListReply.ProtoReflect.Descriptor instead.
+func (*SnapshotListReply) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{93}
+}
+
+func (x *SnapshotListReply) GetSnapshots() []*SnapshotInfo {
+	if x != nil {
+		return x.Snapshots
+	}
+	return nil
+}
+
+// SnapshotDiffRequest compares snapshot name of a directory with snapshot
+// name2, or with the directory as it is now when name2 is empty.
+type SnapshotDiffRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ino           uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Name2         string                 `protobuf:"bytes,7,opt,name=name2,proto3" json:"name2,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotDiffRequest) Reset() {
+	*x = SnapshotDiffRequest{}
+	mi := &file_meta_proto_msgTypes[94]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotDiffRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotDiffRequest) ProtoMessage() {}
+
+func (x *SnapshotDiffRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[94]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotDiffRequest.ProtoReflect.Descriptor instead.
+func (*SnapshotDiffRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{94}
+}
+
+func (x *SnapshotDiffRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *SnapshotDiffRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *SnapshotDiffRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SnapshotDiffRequest) GetName2() string {
+	if x != nil {
+		return x.Name2
+	}
+	return ""
+}
+
+// SnapshotChange is one difference: op "+" (only the later state has
+// it), "-" (only the earlier), "M" (its node differs); path is relative
+// to the directory ("." is the directory itself).
+type SnapshotChange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Op            string                 `protobuf:"bytes,1,opt,name=op,proto3" json:"op,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Type          uint32                 `protobuf:"varint,3,opt,name=type,proto3" json:"type,omitempty"` // file type bits (S_IFMT)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotChange) Reset() {
+	*x = SnapshotChange{}
+	mi := &file_meta_proto_msgTypes[95]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotChange) ProtoMessage() {}
+
+func (x *SnapshotChange) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[95]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotChange.ProtoReflect.Descriptor instead.
+func (*SnapshotChange) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{95}
+}
+
+func (x *SnapshotChange) GetOp() string {
+	if x != nil {
+		return x.Op
+	}
+	return ""
+}
+
+func (x *SnapshotChange) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *SnapshotChange) GetType() uint32 {
+	if x != nil {
+		return x.Type
+	}
+	return 0
+}
+
+type SnapshotDiffReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Changes       []*SnapshotChange      `protobuf:"bytes,1,rep,name=changes,proto3" json:"changes,omitempty"`      // in path order
+	Truncated     bool                   `protobuf:"varint,2,opt,name=truncated,proto3" json:"truncated,omitempty"` // more changes than one reply holds
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotDiffReply) Reset() {
+	*x = SnapshotDiffReply{}
+	mi := &file_meta_proto_msgTypes[96]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotDiffReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotDiffReply) ProtoMessage() {}
+
+func (x *SnapshotDiffReply) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[96]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotDiffReply.ProtoReflect.Descriptor instead.
+func (*SnapshotDiffReply) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{96}
+}
+
+func (x *SnapshotDiffReply) GetChanges() []*SnapshotChange {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+func (x *SnapshotDiffReply) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+// CloneRequest copies the node at ino or path (not followed if a
+// symlink) to the new entry, which must be in the same partition (EXDEV).
+type CloneRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ino           uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	NewParent     uint64                 `protobuf:"varint,4,opt,name=new_parent,json=newParent,proto3" json:"new_parent,omitempty"`
+	NewPath       string                 `protobuf:"bytes,5,opt,name=new_path,json=newPath,proto3" json:"new_path,omitempty"`
+	NewName       string                 `protobuf:"bytes,6,opt,name=new_name,json=newName,proto3" json:"new_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloneRequest) Reset() {
+	*x = CloneRequest{}
+	mi := &file_meta_proto_msgTypes[97]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloneRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloneRequest) ProtoMessage() {}
+
+func (x *CloneRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[97]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloneRequest.ProtoReflect.Descriptor instead.
+func (*CloneRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{97}
+}
+
+func (x *CloneRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *CloneRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *CloneRequest) GetNewParent() uint64 {
+	if x != nil {
+		return x.NewParent
+	}
+	return 0
+}
+
+func (x *CloneRequest) GetNewPath() string {
+	if x != nil {
+		return x.NewPath
+	}
+	return ""
+}
+
+func (x *CloneRequest) GetNewName() string {
+	if x != nil {
+		return x.NewName
+	}
+	return ""
+}
+
 var File_meta_proto protoreflect.FileDescriptor
 
 const file_meta_proto_rawDesc = "" +
@@ -7571,7 +8086,42 @@ const file_meta_proto_rawDesc = "" +
 	"\x04name\x18\x11 \x01(\tR\x04name\"E\n" +
 	"\x10XIntentListReply\x121\n" +
 	"\aintents\x18\n" +
-	" \x03(\v2\x17.canopy.meta.v1.XIntentR\aintents*\xd3\b\n" +
+	" \x03(\v2\x17.canopy.meta.v1.XIntentR\aintents\"K\n" +
+	"\x0fSnapshotRequest\x12\x10\n" +
+	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\"\x91\x01\n" +
+	"\fSnapshotInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03dir\x18\x02 \x01(\x04R\x03dir\x12\x10\n" +
+	"\x03ino\x18\x03 \x01(\x04R\x03ino\x12\x1d\n" +
+	"\n" +
+	"created_ns\x18\x04 \x01(\x03R\tcreatedNs\x12\x14\n" +
+	"\x05nodes\x18\x05 \x01(\x04R\x05nodes\x12\x14\n" +
+	"\x05bytes\x18\x06 \x01(\x04R\x05bytes\"I\n" +
+	"\rSnapshotReply\x128\n" +
+	"\bsnapshot\x18\x01 \x01(\v2\x1c.canopy.meta.v1.SnapshotInfoR\bsnapshot\"O\n" +
+	"\x11SnapshotListReply\x12:\n" +
+	"\tsnapshots\x18\x01 \x03(\v2\x1c.canopy.meta.v1.SnapshotInfoR\tsnapshots\"e\n" +
+	"\x13SnapshotDiffRequest\x12\x10\n" +
+	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x14\n" +
+	"\x05name2\x18\a \x01(\tR\x05name2\"H\n" +
+	"\x0eSnapshotChange\x12\x0e\n" +
+	"\x02op\x18\x01 \x01(\tR\x02op\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
+	"\x04type\x18\x03 \x01(\rR\x04type\"k\n" +
+	"\x11SnapshotDiffReply\x128\n" +
+	"\achanges\x18\x01 \x03(\v2\x1e.canopy.meta.v1.SnapshotChangeR\achanges\x12\x1c\n" +
+	"\ttruncated\x18\x02 \x01(\bR\ttruncated\"\x89\x01\n" +
+	"\fCloneRequest\x12\x10\n" +
+	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1d\n" +
+	"\n" +
+	"new_parent\x18\x04 \x01(\x04R\tnewParent\x12\x19\n" +
+	"\bnew_path\x18\x05 \x01(\tR\anewPath\x12\x19\n" +
+	"\bnew_name\x18\x06 \x01(\tR\anewName*\xae\t\n" +
 	"\x06Method\x12\x16\n" +
 	"\x12METHOD_UNSPECIFIED\x10\x00\x12\b\n" +
 	"\x04NULL\x10\x01\x12\n" +
@@ -7650,7 +8200,12 @@ const file_meta_proto_rawDesc = "" +
 	"\n" +
 	"TRASH_LIST\x10j\x12\x11\n" +
 	"\rTRASH_RESTORE\x10k\x12\x0f\n" +
-	"\vTRASH_PURGE\x10l\x12\x17\n" +
+	"\vTRASH_PURGE\x10l\x12\x13\n" +
+	"\x0fSNAPSHOT_CREATE\x10m\x12\x11\n" +
+	"\rSNAPSHOT_LIST\x10n\x12\x13\n" +
+	"\x0fSNAPSHOT_REMOVE\x10o\x12\x11\n" +
+	"\rSNAPSHOT_DIFF\x10p\x12\t\n" +
+	"\x05CLONE\x10q\x12\x17\n" +
 	"\x13XRENAME_PREPARE_SRC\x10x\x12\x17\n" +
 	"\x13XRENAME_PREPARE_DST\x10y\x12\x16\n" +
 	"\x12XRENAME_COMMIT_SRC\x10z\x12\x16\n" +
@@ -7698,7 +8253,7 @@ func file_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 90)
+var file_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 98)
 var file_meta_proto_goTypes = []any{
 	(Method)(0),                  // 0: canopy.meta.v1.Method
 	(SetattrMask)(0),             // 1: canopy.meta.v1.SetattrMask
@@ -7795,52 +8350,63 @@ var file_meta_proto_goTypes = []any{
 	(*XIntentReply)(nil),         // 92: canopy.meta.v1.XIntentReply
 	(*XIntent)(nil),              // 93: canopy.meta.v1.XIntent
 	(*XIntentListReply)(nil),     // 94: canopy.meta.v1.XIntentListReply
+	(*SnapshotRequest)(nil),      // 95: canopy.meta.v1.SnapshotRequest
+	(*SnapshotInfo)(nil),         // 96: canopy.meta.v1.SnapshotInfo
+	(*SnapshotReply)(nil),        // 97: canopy.meta.v1.SnapshotReply
+	(*SnapshotListReply)(nil),    // 98: canopy.meta.v1.SnapshotListReply
+	(*SnapshotDiffRequest)(nil),  // 99: canopy.meta.v1.SnapshotDiffRequest
+	(*SnapshotChange)(nil),       // 100: canopy.meta.v1.SnapshotChange
+	(*SnapshotDiffReply)(nil),    // 101: canopy.meta.v1.SnapshotDiffReply
+	(*CloneRequest)(nil),         // 102: canopy.meta.v1.CloneRequest
 }
 var file_meta_proto_depIdxs = []int32{
-	5,  // 0: canopy.meta.v1.Dirent.attr:type_name -> canopy.meta.v1.Attr
-	17, // 1: canopy.meta.v1.ReaddirReply.entries:type_name -> canopy.meta.v1.Dirent
-	5,  // 2: canopy.meta.v1.AttrReply.attr:type_name -> canopy.meta.v1.Attr
-	4,  // 3: canopy.meta.v1.LogRecord.session_end:type_name -> canopy.meta.v1.SessionEnd
-	28, // 4: canopy.meta.v1.SliceWrite.slice:type_name -> canopy.meta.v1.Slice
-	31, // 5: canopy.meta.v1.CommitRequest.writes:type_name -> canopy.meta.v1.SliceWrite
-	28, // 6: canopy.meta.v1.ChunkView.slices:type_name -> canopy.meta.v1.Slice
-	5,  // 7: canopy.meta.v1.ReadChunksReply.attr:type_name -> canopy.meta.v1.Attr
-	35, // 8: canopy.meta.v1.ReadChunksReply.chunks:type_name -> canopy.meta.v1.ChunkView
-	28, // 9: canopy.meta.v1.CompactRequest.slice:type_name -> canopy.meta.v1.Slice
-	39, // 10: canopy.meta.v1.ListSlicesReply.slices:type_name -> canopy.meta.v1.SliceRef
-	46, // 11: canopy.meta.v1.TablesReply.mounts:type_name -> canopy.meta.v1.MountEntry
-	47, // 12: canopy.meta.v1.TablesReply.routes:type_name -> canopy.meta.v1.Route
-	46, // 13: canopy.meta.v1.TablesUpdate.set_mounts:type_name -> canopy.meta.v1.MountEntry
-	47, // 14: canopy.meta.v1.TablesUpdate.set_routes:type_name -> canopy.meta.v1.Route
-	56, // 15: canopy.meta.v1.StatusReply.clients:type_name -> canopy.meta.v1.ClientStatus
-	55, // 16: canopy.meta.v1.StatusReply.collector:type_name -> canopy.meta.v1.RunRecord
-	55, // 17: canopy.meta.v1.StatusReply.fsck:type_name -> canopy.meta.v1.RunRecord
-	58, // 18: canopy.meta.v1.Credential.uids:type_name -> canopy.meta.v1.IDRange
-	58, // 19: canopy.meta.v1.Credential.gids:type_name -> canopy.meta.v1.IDRange
-	59, // 20: canopy.meta.v1.AuthTableReply.credentials:type_name -> canopy.meta.v1.Credential
-	59, // 21: canopy.meta.v1.AuthSyncRequest.credentials:type_name -> canopy.meta.v1.Credential
-	59, // 22: canopy.meta.v1.AuthAddRequest.credential:type_name -> canopy.meta.v1.Credential
-	59, // 23: canopy.meta.v1.CredentialReply.credential:type_name -> canopy.meta.v1.Credential
-	59, // 24: canopy.meta.v1.AuthListReply.credentials:type_name -> canopy.meta.v1.Credential
-	72, // 25: canopy.meta.v1.GroupReply.members:type_name -> canopy.meta.v1.GroupMember
-	74, // 26: canopy.meta.v1.QuotaReply.quota:type_name -> canopy.meta.v1.Quota
-	74, // 27: canopy.meta.v1.QuotaListReply.quotas:type_name -> canopy.meta.v1.Quota
-	74, // 28: canopy.meta.v1.QuotaMismatch.quota:type_name -> canopy.meta.v1.Quota
-	77, // 29: canopy.meta.v1.QuotaCheckReply.mismatches:type_name -> canopy.meta.v1.QuotaMismatch
-	5,  // 30: canopy.meta.v1.TrashEntry.attr:type_name -> canopy.meta.v1.Attr
-	79, // 31: canopy.meta.v1.TrashListReply.entries:type_name -> canopy.meta.v1.TrashEntry
-	86, // 32: canopy.meta.v1.XNode.xattrs:type_name -> canopy.meta.v1.XXattr
-	87, // 33: canopy.meta.v1.XNode.chunks:type_name -> canopy.meta.v1.XChunk
-	88, // 34: canopy.meta.v1.XChunk.slices:type_name -> canopy.meta.v1.XSlice
-	85, // 35: canopy.meta.v1.XPrepareReply.image:type_name -> canopy.meta.v1.XNode
-	85, // 36: canopy.meta.v1.XIntentRequest.image:type_name -> canopy.meta.v1.XNode
-	85, // 37: canopy.meta.v1.XIntent.image:type_name -> canopy.meta.v1.XNode
-	93, // 38: canopy.meta.v1.XIntentListReply.intents:type_name -> canopy.meta.v1.XIntent
-	39, // [39:39] is the sub-list for method output_type
-	39, // [39:39] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	5,   // 0: canopy.meta.v1.Dirent.attr:type_name -> canopy.meta.v1.Attr
+	17,  // 1: canopy.meta.v1.ReaddirReply.entries:type_name -> canopy.meta.v1.Dirent
+	5,   // 2: canopy.meta.v1.AttrReply.attr:type_name -> canopy.meta.v1.Attr
+	4,   // 3: canopy.meta.v1.LogRecord.session_end:type_name -> canopy.meta.v1.SessionEnd
+	28,  // 4: canopy.meta.v1.SliceWrite.slice:type_name -> canopy.meta.v1.Slice
+	31,  // 5: canopy.meta.v1.CommitRequest.writes:type_name -> canopy.meta.v1.SliceWrite
+	28,  // 6: canopy.meta.v1.ChunkView.slices:type_name -> canopy.meta.v1.Slice
+	5,   // 7: canopy.meta.v1.ReadChunksReply.attr:type_name -> canopy.meta.v1.Attr
+	35,  // 8: canopy.meta.v1.ReadChunksReply.chunks:type_name -> canopy.meta.v1.ChunkView
+	28,  // 9: canopy.meta.v1.CompactRequest.slice:type_name -> canopy.meta.v1.Slice
+	39,  // 10: canopy.meta.v1.ListSlicesReply.slices:type_name -> canopy.meta.v1.SliceRef
+	46,  // 11: canopy.meta.v1.TablesReply.mounts:type_name -> canopy.meta.v1.MountEntry
+	47,  // 12: canopy.meta.v1.TablesReply.routes:type_name -> canopy.meta.v1.Route
+	46,  // 13: canopy.meta.v1.TablesUpdate.set_mounts:type_name -> canopy.meta.v1.MountEntry
+	47,  // 14: canopy.meta.v1.TablesUpdate.set_routes:type_name -> canopy.meta.v1.Route
+	56,  // 15: canopy.meta.v1.StatusReply.clients:type_name -> canopy.meta.v1.ClientStatus
+	55,  // 16: canopy.meta.v1.StatusReply.collector:type_name -> canopy.meta.v1.RunRecord
+	55,  // 17: canopy.meta.v1.StatusReply.fsck:type_name -> canopy.meta.v1.RunRecord
+	58,  // 18: canopy.meta.v1.Credential.uids:type_name -> canopy.meta.v1.IDRange
+	58,  // 19: canopy.meta.v1.Credential.gids:type_name -> canopy.meta.v1.IDRange
+	59,  // 20: canopy.meta.v1.AuthTableReply.credentials:type_name -> canopy.meta.v1.Credential
+	59,  // 21: canopy.meta.v1.AuthSyncRequest.credentials:type_name -> canopy.meta.v1.Credential
+	59,  // 22: canopy.meta.v1.AuthAddRequest.credential:type_name -> canopy.meta.v1.Credential
+	59,  // 23: canopy.meta.v1.CredentialReply.credential:type_name -> canopy.meta.v1.Credential
+	59,  // 24: canopy.meta.v1.AuthListReply.credentials:type_name -> canopy.meta.v1.Credential
+	72,  // 25: canopy.meta.v1.GroupReply.members:type_name -> canopy.meta.v1.GroupMember
+	74,  // 26: canopy.meta.v1.QuotaReply.quota:type_name -> canopy.meta.v1.Quota
+	74,  // 27: canopy.meta.v1.QuotaListReply.quotas:type_name -> canopy.meta.v1.Quota
+	74,  // 28: canopy.meta.v1.QuotaMismatch.quota:type_name -> canopy.meta.v1.Quota
+	77,  // 29: canopy.meta.v1.QuotaCheckReply.mismatches:type_name -> canopy.meta.v1.QuotaMismatch
+	5,   // 30: canopy.meta.v1.TrashEntry.attr:type_name -> canopy.meta.v1.Attr
+	79,  // 31: canopy.meta.v1.TrashListReply.entries:type_name -> canopy.meta.v1.TrashEntry
+	86,  // 32: canopy.meta.v1.XNode.xattrs:type_name -> canopy.meta.v1.XXattr
+	87,  // 33: canopy.meta.v1.XNode.chunks:type_name -> canopy.meta.v1.XChunk
+	88,  // 34: canopy.meta.v1.XChunk.slices:type_name -> canopy.meta.v1.XSlice
+	85,  // 35: canopy.meta.v1.XPrepareReply.image:type_name -> canopy.meta.v1.XNode
+	85,  // 36: canopy.meta.v1.XIntentRequest.image:type_name -> canopy.meta.v1.XNode
+	85,  // 37: canopy.meta.v1.XIntent.image:type_name -> canopy.meta.v1.XNode
+	93,  // 38: canopy.meta.v1.XIntentListReply.intents:type_name -> canopy.meta.v1.XIntent
+	96,  // 39: canopy.meta.v1.SnapshotReply.snapshot:type_name -> canopy.meta.v1.SnapshotInfo
+	96,  // 40: canopy.meta.v1.SnapshotListReply.snapshots:type_name -> canopy.meta.v1.SnapshotInfo
+	100, // 41: canopy.meta.v1.SnapshotDiffReply.changes:type_name -> canopy.meta.v1.SnapshotChange
+	42,  // [42:42] is the sub-list for method output_type
+	42,  // [42:42] is the sub-list for method input_type
+	42,  // [42:42] is the sub-list for extension type_name
+	42,  // [42:42] is the sub-list for extension extendee
+	0,   // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_meta_proto_init() }
@@ -7854,7 +8420,7 @@ func file_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meta_proto_rawDesc), len(file_meta_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   90,
+			NumMessages:   98,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -81,6 +81,7 @@ func newRoot(out, errOut io.Writer) *cobra.Command {
 		newQuotaCmd(g),
 		newACLCmd(g),
 		newTrashCmd(g),
+		newSnapshotCmd(g), newCloneCmd(g),
 	)
 	return root
 }

@@ -9,7 +9,7 @@ import "fmt"
 // link count is the number of entries naming it; every node is reachable
 // from the root (no orphans, no cycles); no node number is at or beyond the
 // allocator's next; the quotas', ACLs' and trash's (checkQuotas,
-// checkACLs, checkTrash); and the data path's invariants (see
+// checkACLs, checkTrash, checkSnapshots); and the data path's invariants (see
 // checkData). It walks the whole tree: for tests and fsck.
 func (e *Engine) Check() error {
 	e.st.beginRO() // read what is packed where it is
@@ -119,6 +119,9 @@ func (e *Engine) check(store func() error) error {
 		return err
 	}
 	if err := e.checkTrash(); err != nil {
+		return err
+	}
+	if err := e.checkSnapshots(); err != nil {
 		return err
 	}
 	return e.checkData()

@@ -263,6 +263,9 @@ func (e *Engine) Commit(c Cred, ino Ino, writes []SliceWrite, size uint64, mtime
 	if e.pinned(ino) {
 		return Attr{}, syscall.EBUSY // moving to another partition
 	}
+	if err := e.roCheck(ino); err != nil {
+		return Attr{}, err
+	}
 	if size > MaxFileSize {
 		return Attr{}, syscall.EFBIG
 	}

@@ -40,6 +40,9 @@ func (e *Engine) Concat(c Cred, dst Ino, srcs []Ino, now int64) (Attr, error) {
 	if e.pinned(dst) || slices.ContainsFunc(srcs, e.pinned) {
 		return Attr{}, syscall.EBUSY // moving to another partition
 	}
+	if err := e.roCheck(dst); err != nil {
+		return Attr{}, err
+	}
 	if err := e.access(c, n, mayWrite); err != nil {
 		return Attr{}, err
 	}

@@ -32,6 +32,9 @@ func (e *Engine) prepareEntry(c Cred, parent Ino, name string) (*node, error) {
 	if e.entries(d).find(name) >= 0 {
 		return nil, syscall.EEXIST
 	}
+	if err := e.entryCheck(d, name); err != nil {
+		return nil, err // the snapshot area is read only
+	}
 	if err := e.access(c, d, mayWrite); err != nil {
 		return nil, err
 	}
@@ -189,6 +192,9 @@ func (e *Engine) Link(c Cred, ino Ino, newParent Ino, newName string, now int64)
 	}
 	if n.isDir() {
 		return Attr{}, syscall.EPERM
+	}
+	if err := e.roCheck(n.Ino); err != nil {
+		return Attr{}, err
 	}
 	if e.pinned(n.Ino) {
 		return Attr{}, syscall.EBUSY

@@ -23,6 +23,7 @@ type Engine struct {
 	quota  quotaState // directory quotas; see quota.go
 
 	trash trashState // the trash; see trash.go
+	snap  snapState  // the snapshots; see snapshot_state.go
 
 	xr xrenameState // renames across partitions in progress; see xrename.go
 

@@ -56,6 +56,11 @@ func (e *Engine) Open(c Cred, ino Ino, flags uint32) (Attr, error) {
 	if n.isDir() && want&mayWrite != 0 {
 		return Attr{}, syscall.EISDIR
 	}
+	if want&mayWrite != 0 {
+		if err := e.roCheck(ino); err != nil {
+			return Attr{}, err
+		}
+	}
 	if flags&OpenCreated == 0 || !e.isOwner(c, n) {
 		if err := e.access(c, n, want); err != nil {
 			return Attr{}, err

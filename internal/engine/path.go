@@ -69,6 +69,11 @@ func (e *Engine) lookupIn(c Cred, d *node, name string) (*node, error) {
 	if _, n := e.peekChild(d, name); n != nil {
 		return n, nil
 	}
+	if name == SnapshotDir {
+		if a := e.snapArea(d); a != nil {
+			return a, nil // the directory's snapshots (snapshot_state.go)
+		}
+	}
 	return nil, syscall.ENOENT
 }
 

@@ -26,6 +26,9 @@ func (e *Engine) prepareRemove(c Cred, parent Ino, name string, dotErr func(stri
 	if _, victim = e.child(d, name); victim == nil {
 		return nil, nil, syscall.ENOENT
 	}
+	if err = e.removeCheck(d, victim); err != nil {
+		return nil, nil, err // the snapshot area is read only; snapshots keep their directory
+	}
 	if err = e.mayDelete(c, d, victim); err != nil {
 		return nil, nil, err
 	}

@@ -72,6 +72,9 @@ func (e *Engine) Rename(c Cred, parent Ino, name string, newParent Ino, newName 
 		}
 		return syscall.ENOTEMPTY
 	}
+	if err := e.renameSnapCheck(od, src, nd, newName, dst); err != nil {
+		return err
+	}
 	if src == dst {
 		return nil
 	}

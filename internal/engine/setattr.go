@@ -17,6 +17,9 @@ func (e *Engine) SetAttr(c Cred, ino Ino, s SetAttr, now int64) (Attr, error) {
 	if e.pinned(ino) {
 		return Attr{}, syscall.EBUSY // moving to another partition
 	}
+	if err := e.roCheck(ino); err != nil {
+		return Attr{}, err
+	}
 	if err := e.checkSetAttr(c, n, s); err != nil {
 		return Attr{}, err
 	}

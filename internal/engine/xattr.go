@@ -120,6 +120,9 @@ func (e *Engine) SetXattr(c Cred, ino Ino, name string, value []byte, flags uint
 	if e.pinned(ino) {
 		return syscall.EBUSY // moving to another partition
 	}
+	if err := e.roCheck(ino); err != nil {
+		return err
+	}
 	if flags&^(XattrCreate|XattrReplace) != 0 {
 		return syscall.EINVAL
 	}
@@ -181,6 +184,9 @@ func (e *Engine) RemoveXattr(c Cred, ino Ino, name string, now int64) error {
 	}
 	if e.pinned(ino) {
 		return syscall.EBUSY // moving to another partition
+	}
+	if err := e.roCheck(ino); err != nil {
+		return err
 	}
 	if err := checkXattrName(name); err != nil {
 		return err

@@ -302,6 +302,9 @@ func (e *Engine) prepareSource(c Cred, id XID, parent Ino, name string, flags ui
 	if e.reserved(od.Ino, name) {
 		return 0, syscall.EBUSY
 	}
+	if err := e.removeCheck(od, src); err != nil {
+		return 0, err // the snapshot area is read only
+	}
 	if err := e.mayDelete(c, od, src); err != nil {
 		return 0, err
 	}
@@ -353,6 +356,14 @@ func (e *Engine) XPrepareTarget(c Cred, id XID, parent Ino, name string, flags u
 	}
 	if e.reserved(nd.Ino, name) {
 		return nil, syscall.EBUSY
+	}
+	if dst != nil {
+		err = e.removeCheck(nd, dst)
+	} else {
+		err = e.entryCheck(nd, name)
+	}
+	if err != nil {
+		return nil, err // the snapshot area is read only
 	}
 	var ino Ino
 	var image *XNode

@@ -70,43 +70,46 @@ type Info struct {
 }
 
 // Request message constructors, shared by the methods that take one type.
-func nullReq() proto.Message        { return &pb.NullRequest{} }
-func groupReq() proto.Message       { return &pb.GroupRequest{} }
-func transferReq() proto.Message    { return &pb.GroupTransferRequest{} }
-func entryReq() proto.Message       { return &pb.EntryRequest{} }
-func nodeReq() proto.Message        { return &pb.NodeRequest{} }
-func setattrReq() proto.Message     { return &pb.SetattrRequest{} }
-func createReq() proto.Message      { return &pb.CreateRequest{} }
-func renameReq() proto.Message      { return &pb.RenameRequest{} }
-func linkReq() proto.Message        { return &pb.LinkRequest{} }
-func readdirReq() proto.Message     { return &pb.ReaddirRequest{} }
-func xattrReq() proto.Message       { return &pb.XattrRequest{} }
-func allocReq() proto.Message       { return &pb.AllocSlicesRequest{} }
-func commitReq() proto.Message      { return &pb.CommitRequest{} }
-func concatReq() proto.Message      { return &pb.ConcatRequest{} }
-func chunksReq() proto.Message      { return &pb.ReadChunksRequest{} }
-func openReq() proto.Message        { return &pb.OpenRequest{} }
-func compactReq() proto.Message     { return &pb.CompactRequest{} }
-func slicesReq() proto.Message      { return &pb.ListSlicesRequest{} }
-func purgeReq() proto.Message       { return &pb.PurgeRequest{} }
-func lockReq() proto.Message        { return &pb.LockRequest{} }
-func tablesReq() proto.Message      { return &pb.TablesRequest{} }
-func tablesUpd() proto.Message      { return &pb.TablesUpdate{} }
-func dumpReq() proto.Message        { return &pb.DumpRequest{} }
-func statusReq() proto.Message      { return &pb.StatusRequest{} }
-func announceReq() proto.Message    { return &pb.AnnounceRequest{} }
-func authAdd() proto.Message        { return &pb.AuthAddRequest{} }
-func authName() proto.Message       { return &pb.AuthNameRequest{} }
-func authRotate() proto.Message     { return &pb.AuthRotateRequest{} }
-func quotaSetReq() proto.Message    { return &pb.QuotaSetRequest{} }
-func groupAddReq() proto.Message    { return &pb.GroupAddRequest{} }
-func groupRemoveReq() proto.Message { return &pb.GroupRemoveRequest{} }
-func emptyReq() proto.Message       { return &pb.Empty{} }
-func authSync() proto.Message       { return &pb.AuthSyncRequest{} }
-func trashRestore() proto.Message   { return &pb.TrashRestoreRequest{} }
-func trashPurge() proto.Message     { return &pb.TrashPurgeRequest{} }
-func xprepareReq() proto.Message    { return &pb.XPrepareRequest{} }
-func xintentReq() proto.Message     { return &pb.XIntentRequest{} }
+func nullReq() proto.Message         { return &pb.NullRequest{} }
+func groupReq() proto.Message        { return &pb.GroupRequest{} }
+func transferReq() proto.Message     { return &pb.GroupTransferRequest{} }
+func entryReq() proto.Message        { return &pb.EntryRequest{} }
+func nodeReq() proto.Message         { return &pb.NodeRequest{} }
+func setattrReq() proto.Message      { return &pb.SetattrRequest{} }
+func createReq() proto.Message       { return &pb.CreateRequest{} }
+func renameReq() proto.Message       { return &pb.RenameRequest{} }
+func linkReq() proto.Message         { return &pb.LinkRequest{} }
+func readdirReq() proto.Message      { return &pb.ReaddirRequest{} }
+func xattrReq() proto.Message        { return &pb.XattrRequest{} }
+func allocReq() proto.Message        { return &pb.AllocSlicesRequest{} }
+func commitReq() proto.Message       { return &pb.CommitRequest{} }
+func concatReq() proto.Message       { return &pb.ConcatRequest{} }
+func chunksReq() proto.Message       { return &pb.ReadChunksRequest{} }
+func openReq() proto.Message         { return &pb.OpenRequest{} }
+func compactReq() proto.Message      { return &pb.CompactRequest{} }
+func slicesReq() proto.Message       { return &pb.ListSlicesRequest{} }
+func purgeReq() proto.Message        { return &pb.PurgeRequest{} }
+func lockReq() proto.Message         { return &pb.LockRequest{} }
+func tablesReq() proto.Message       { return &pb.TablesRequest{} }
+func tablesUpd() proto.Message       { return &pb.TablesUpdate{} }
+func dumpReq() proto.Message         { return &pb.DumpRequest{} }
+func statusReq() proto.Message       { return &pb.StatusRequest{} }
+func announceReq() proto.Message     { return &pb.AnnounceRequest{} }
+func authAdd() proto.Message         { return &pb.AuthAddRequest{} }
+func authName() proto.Message        { return &pb.AuthNameRequest{} }
+func authRotate() proto.Message      { return &pb.AuthRotateRequest{} }
+func quotaSetReq() proto.Message     { return &pb.QuotaSetRequest{} }
+func groupAddReq() proto.Message     { return &pb.GroupAddRequest{} }
+func groupRemoveReq() proto.Message  { return &pb.GroupRemoveRequest{} }
+func emptyReq() proto.Message        { return &pb.Empty{} }
+func authSync() proto.Message        { return &pb.AuthSyncRequest{} }
+func trashRestore() proto.Message    { return &pb.TrashRestoreRequest{} }
+func snapshotReq() proto.Message     { return &pb.SnapshotRequest{} }
+func snapshotDiffReq() proto.Message { return &pb.SnapshotDiffRequest{} }
+func cloneReq() proto.Message        { return &pb.CloneRequest{} }
+func trashPurge() proto.Message      { return &pb.TrashPurgeRequest{} }
+func xprepareReq() proto.Message     { return &pb.XPrepareRequest{} }
+func xintentReq() proto.Message      { return &pb.XIntentRequest{} }
 
 // methods is the method table, indexed by method number. A method missing
 // here is unknown to every role.
@@ -153,32 +156,37 @@ var methods = [...]Info{
 	pb.Method_TABLES_GET:    {ClassRead, RouteRoot, tablesReq},
 	pb.Method_TABLES_UPDATE: {ClassMutation, RouteRoot, tablesUpd},
 
-	pb.Method_DUMP:           {ClassRead, RouteOne, dumpReq},
-	pb.Method_STATUS:         {ClassRead, RouteOne, statusReq},
-	pb.Method_ANNOUNCE:       {ClassRead, RouteOne, announceReq},
-	pb.Method_AUTH_ADD:       {ClassMutation, RouteRoot, authAdd},
-	pb.Method_AUTH_LIST:      {ClassRead, RouteRoot, authName},
-	pb.Method_AUTH_REMOVE:    {ClassMutation, RouteRoot, authName},
-	pb.Method_AUTH_ROTATE:    {ClassMutation, RouteRoot, authRotate},
-	pb.Method_CONCAT:         {ClassMutation, RouteOne, concatReq},
-	pb.Method_SESSION_END:    {ClassLocal, RouteLocal, emptyReq},
-	pb.Method_AUTH_TABLE:     {ClassRead, RouteRoot, authName},
-	pb.Method_AUTH_SYNC:      {ClassMutation, RouteOne, authSync},
-	pb.Method_AUTH_WHOAMI:    {ClassRead, RouteRoot, emptyReq},
-	pb.Method_SYNC:           {ClassRead, RouteOne, nodeReq},
-	pb.Method_GROUP_STATUS:   {ClassLocal, RouteLocal, groupReq},
-	pb.Method_GROUP_TRANSFER: {ClassLocal, RouteLocal, transferReq},
-	pb.Method_QUOTA_SET:      {ClassMutation, RouteOne, quotaSetReq},
-	pb.Method_QUOTA_GET:      {ClassRead, RouteOne, nodeReq},
-	pb.Method_QUOTA_LIST:     {ClassRead, RouteOne, nodeReq},
-	pb.Method_QUOTA_REMOVE:   {ClassMutation, RouteOne, nodeReq},
-	pb.Method_QUOTA_CHECK:    {ClassRead, RouteOne, nodeReq},
-	pb.Method_QUOTA_REPAIR:   {ClassMutation, RouteOne, nodeReq},
-	pb.Method_GROUP_ADD:      {ClassLocal, RouteLocal, groupAddReq},
-	pb.Method_GROUP_REMOVE:   {ClassLocal, RouteLocal, groupRemoveReq},
-	pb.Method_TRASH_LIST:     {ClassRead, RouteOne, nodeReq},
-	pb.Method_TRASH_RESTORE:  {ClassMutation, RouteOne, trashRestore},
-	pb.Method_TRASH_PURGE:    {ClassMutation, RouteOne, trashPurge},
+	pb.Method_DUMP:            {ClassRead, RouteOne, dumpReq},
+	pb.Method_STATUS:          {ClassRead, RouteOne, statusReq},
+	pb.Method_ANNOUNCE:        {ClassRead, RouteOne, announceReq},
+	pb.Method_AUTH_ADD:        {ClassMutation, RouteRoot, authAdd},
+	pb.Method_AUTH_LIST:       {ClassRead, RouteRoot, authName},
+	pb.Method_AUTH_REMOVE:     {ClassMutation, RouteRoot, authName},
+	pb.Method_AUTH_ROTATE:     {ClassMutation, RouteRoot, authRotate},
+	pb.Method_CONCAT:          {ClassMutation, RouteOne, concatReq},
+	pb.Method_SESSION_END:     {ClassLocal, RouteLocal, emptyReq},
+	pb.Method_AUTH_TABLE:      {ClassRead, RouteRoot, authName},
+	pb.Method_AUTH_SYNC:       {ClassMutation, RouteOne, authSync},
+	pb.Method_AUTH_WHOAMI:     {ClassRead, RouteRoot, emptyReq},
+	pb.Method_SYNC:            {ClassRead, RouteOne, nodeReq},
+	pb.Method_GROUP_STATUS:    {ClassLocal, RouteLocal, groupReq},
+	pb.Method_GROUP_TRANSFER:  {ClassLocal, RouteLocal, transferReq},
+	pb.Method_QUOTA_SET:       {ClassMutation, RouteOne, quotaSetReq},
+	pb.Method_QUOTA_GET:       {ClassRead, RouteOne, nodeReq},
+	pb.Method_QUOTA_LIST:      {ClassRead, RouteOne, nodeReq},
+	pb.Method_QUOTA_REMOVE:    {ClassMutation, RouteOne, nodeReq},
+	pb.Method_QUOTA_CHECK:     {ClassRead, RouteOne, nodeReq},
+	pb.Method_QUOTA_REPAIR:    {ClassMutation, RouteOne, nodeReq},
+	pb.Method_GROUP_ADD:       {ClassLocal, RouteLocal, groupAddReq},
+	pb.Method_GROUP_REMOVE:    {ClassLocal, RouteLocal, groupRemoveReq},
+	pb.Method_TRASH_LIST:      {ClassRead, RouteOne, nodeReq},
+	pb.Method_TRASH_RESTORE:   {ClassMutation, RouteOne, trashRestore},
+	pb.Method_TRASH_PURGE:     {ClassMutation, RouteOne, trashPurge},
+	pb.Method_SNAPSHOT_CREATE: {ClassMutation, RouteOne, snapshotReq},
+	pb.Method_SNAPSHOT_LIST:   {ClassRead, RouteOne, nodeReq},
+	pb.Method_SNAPSHOT_REMOVE: {ClassMutation, RouteOne, snapshotReq},
+	pb.Method_SNAPSHOT_DIFF:   {ClassRead, RouteOne, snapshotDiffReq},
+	pb.Method_CLONE:           {ClassMutation, RouteTwo, cloneReq},
 
 	pb.Method_XRENAME_PREPARE_SRC: {ClassMutation, RouteOne, xprepareReq},
 	pb.Method_XRENAME_PREPARE_DST: {ClassMutation, RouteOne, xprepareReq},

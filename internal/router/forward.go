@@ -233,9 +233,14 @@ func (r *Router) serveTwo(rc *reqCall, v *view, m pb.Method) {
 		return
 	}
 	op := "rename"
-	if m == pb.Method_LINK {
+	switch m {
+	case pb.Method_LINK:
 		op = "link"
+	case pb.Method_CLONE:
+		op = "clone"
 	}
+	// A link or clone never crosses partitions.
+	linkLike := m == pb.Method_LINK || m == pb.Method_CLONE
 	// side resolves one of the two entries.
 	type side struct {
 		route
@@ -272,10 +277,10 @@ func (r *Router) serveTwo(rc *reqCall, v *view, m pb.Method) {
 		return
 	}
 	switch {
-	case m == pb.Method_LINK && a.entry != nil && b.entry != nil && a.entry.Prefix != b.entry.Prefix:
+	case linkLike && a.entry != nil && b.entry != nil && a.entry.Prefix != b.entry.Prefix:
 		r.replyErr(rc, syscall.EXDEV, fmt.Sprintf("%s %s to %s crosses mount points %s and %s", op, a.norm, b.norm, a.entry.Prefix, b.entry.Prefix))
 		return
-	case m == pb.Method_LINK && a.vp != b.vp:
+	case linkLike && a.vp != b.vp:
 		r.replyErr(rc, syscall.EXDEV, fmt.Sprintf("%s %s to %s crosses partitions %d and %d", op, a.name, b.name, a.vp, b.vp))
 		return
 	case a.entry != nil && b.entry != nil && a.vp != b.vp && strings.HasPrefix(b.norm, strings.TrimSuffix(a.norm, "/")+"/"):

@@ -205,6 +205,8 @@ func dispatch(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Message, n
 		return dispatchQuota(e, c, m, req)
 	case pb.Method_TRASH_LIST, pb.Method_TRASH_RESTORE, pb.Method_TRASH_PURGE:
 		return dispatchTrash(e, c, m, req, now)
+	case pb.Method_SNAPSHOT_CREATE, pb.Method_SNAPSHOT_LIST, pb.Method_SNAPSHOT_REMOVE, pb.Method_SNAPSHOT_DIFF, pb.Method_CLONE:
+		return dispatchSnapshot(e, c, m, req, now)
 	case pb.Method_XRENAME_PREPARE_SRC, pb.Method_XRENAME_PREPARE_DST, pb.Method_XRENAME_COMMIT_SRC,
 		pb.Method_XRENAME_COMMIT_DST, pb.Method_XRENAME_ABORT, pb.Method_XRENAME_FORGET,
 		pb.Method_XRENAME_STATE, pb.Method_XRENAME_LIST:

@@ -30,6 +30,11 @@ func FuzzApply(f *testing.F) {
 	seed(pb.Method_SETATTR, &pb.SetattrRequest{Path: "/a/f", Valid: 0xff, Size: 1 << 62})
 	seed(pb.Method_SETXATTR, &pb.XattrRequest{Path: "/a", Name: "user.x", Value: []byte("v")})
 	seed(pb.Method_SUMMARY, &pb.NodeRequest{Path: "/"})
+	seed(pb.Method_SNAPSHOT_CREATE, &pb.SnapshotRequest{Path: "/", Name: "s"})
+	seed(pb.Method_SNAPSHOT_REMOVE, &pb.SnapshotRequest{Ino: 1, Name: "s"})
+	seed(pb.Method_SNAPSHOT_LIST, &pb.NodeRequest{Path: "/a"})
+	seed(pb.Method_SNAPSHOT_DIFF, &pb.SnapshotDiffRequest{Path: "/", Name: "s", Name2: "s"})
+	seed(pb.Method_CLONE, &pb.CloneRequest{Path: "/a", NewPath: "/a/b"})
 	seed(pb.Method_TABLES_GET, &pb.TablesRequest{Ino: 1, KnownVersion: 0, WaitMs: 10})
 	seed(pb.Method_TABLES_UPDATE, &pb.TablesUpdate{
 		ExpectedVersion: 0, RemoveMounts: []string{"/x"},
