@@ -107,3 +107,114 @@ func TestQuotaConcurrentWriters(t *testing.T) {
 		t.Fatalf("statfs in /q: %+v %v", s, err)
 	}
 }
+
+// TestOwnerQuotaConcurrentWriters: 16 writers creating files and writing
+// data under a user quota on their uid through a real server never take
+// it past its limits by one file or one byte, and fill it exactly.
+func TestOwnerQuotaConcurrentWriters(t *testing.T) {
+	e := startData(t, backends[0], client.Options{})
+	c, ctx := e.c, e.ctx
+	if _, err := c.Mkdir(ctx, "/u", 0o777); err != nil {
+		t.Fatal(err)
+	}
+	q, err := c.SetOwnerQuota(ctx, "/", client.QuotaUser, 0, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const newFiles, maxBytes = 100, 50_000
+	maxFiles := q.Files + newFiles
+	if _, err := c.SetOwnerQuota(ctx, "/", client.QuotaUser, 0, maxFiles, 0); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	made, other := 0, []error(nil)
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				_, err := c.Create(ctx, fmt.Sprintf("/u/w%d-%d", w, i), 0o644)
+				mu.Lock()
+				switch {
+				case err == nil:
+					made++
+				case !errors.Is(err, syscall.EDQUOT):
+					other = append(other, err)
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(other) > 0 || made != newFiles {
+		t.Fatalf("made %d files under room for %d; other errors %v", made, newFiles, other)
+	}
+	if q, err = c.GetOwnerQuota(ctx, "/", client.QuotaUser, 0); err != nil || q.Files != maxFiles {
+		t.Fatalf("quota %+v %v, want %d files", q, err, maxFiles)
+	}
+
+	if _, err := c.SetOwnerQuota(ctx, "/", client.QuotaUser, 0, 0, maxBytes); err != nil {
+		t.Fatal(err)
+	}
+	written := 0
+	data := make([]byte, 700)
+	names := make([]string, 0, newFiles)
+	for w := range 16 {
+		for i := 0; ; i++ {
+			p := fmt.Sprintf("/u/w%d-%d", w, i)
+			if _, err := c.Stat(ctx, p); err != nil {
+				break
+			}
+			names = append(names, p)
+		}
+	}
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(names); i += 16 {
+				err := c.WriteFile(ctx, names[i], data, 0o644)
+				mu.Lock()
+				switch {
+				case err == nil:
+					written += len(data)
+				case !errors.Is(err, syscall.EDQUOT):
+					other = append(other, err)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	q, err = c.GetOwnerQuota(ctx, "/", client.QuotaUser, 0)
+	if err != nil || len(other) > 0 {
+		t.Fatalf("quota %v, errors %v", err, other)
+	}
+	if q.Bytes > maxBytes || uint64(written) != q.Bytes || written != maxBytes/700*700 {
+		t.Fatalf("%d bytes written, quota %+v, limit %d", written, q, maxBytes)
+	}
+	// A file the writers filled takes what is left exactly, not one byte
+	// more.
+	full := ""
+	for _, p := range names {
+		if a, err := c.Stat(ctx, p); err == nil && a.Size() == 700 {
+			full = p
+			break
+		}
+	}
+	left := maxBytes - q.Bytes
+	if err := c.WriteFile(ctx, full, make([]byte, 700+left+1), 0o644); !errors.Is(err, syscall.EDQUOT) {
+		t.Fatalf("write of one byte past the limit: %v", err)
+	}
+	if err := c.WriteFile(ctx, full, make([]byte, 700+left), 0o644); err != nil {
+		t.Fatalf("write up to the limit: %v", err)
+	}
+	n, bad, err := c.CheckOwnerQuotas(ctx, "/", false)
+	if err != nil || n != 1 || len(bad) != 0 {
+		t.Fatalf("check: %d quotas, %v, %v", n, bad, err)
+	}
+}

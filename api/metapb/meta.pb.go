@@ -124,6 +124,14 @@ const (
 	Method_QUOTA_REMOVE Method = 103 // NodeRequest (the directory) -> Empty (mutation)
 	Method_QUOTA_CHECK  Method = 104 // NodeRequest (any node of the partition) -> QuotaCheckReply: usage against a full count
 	Method_QUOTA_REPAIR Method = 105 // NodeRequest (any node of the partition) -> QuotaCheckReply (mutation): usage set to a full count
+	// User and group quotas (115-119): limits on the nodes and bytes a uid
+	// or gid owns in one partition (each partition keeps its own); see
+	// docs/engine.md. Routed by ino or path: any node of the partition.
+	Method_OWNER_QUOTA_SET    Method = 115 // OwnerQuotaSetRequest -> OwnerQuotaReply (mutation): set or change a uid's or gid's limits
+	Method_OWNER_QUOTA_LIST   Method = 116 // OwnerQuotaRequest -> OwnerQuotaListReply: every user and group quota (kind 0), or the one kind and id name (ENODATA if none)
+	Method_OWNER_QUOTA_REMOVE Method = 117 // OwnerQuotaRequest -> Empty (mutation)
+	Method_OWNER_QUOTA_CHECK  Method = 118 // OwnerQuotaRequest -> OwnerQuotaCheckReply: usage against a full count
+	Method_OWNER_QUOTA_REPAIR Method = 119 // OwnerQuotaRequest -> OwnerQuotaCheckReply (mutation): usage set to a full count
 	// The trash (106-111): what removals keep for --trash-days, in each
 	// partition's /.trash; see docs/engine.md.
 	Method_TRASH_LIST    Method = 106 // NodeRequest (any node of the partition) -> TrashListReply
@@ -213,6 +221,11 @@ var (
 		103: "QUOTA_REMOVE",
 		104: "QUOTA_CHECK",
 		105: "QUOTA_REPAIR",
+		115: "OWNER_QUOTA_SET",
+		116: "OWNER_QUOTA_LIST",
+		117: "OWNER_QUOTA_REMOVE",
+		118: "OWNER_QUOTA_CHECK",
+		119: "OWNER_QUOTA_REPAIR",
 		106: "TRASH_LIST",
 		107: "TRASH_RESTORE",
 		108: "TRASH_PURGE",
@@ -292,6 +305,11 @@ var (
 		"QUOTA_REMOVE":        103,
 		"QUOTA_CHECK":         104,
 		"QUOTA_REPAIR":        105,
+		"OWNER_QUOTA_SET":     115,
+		"OWNER_QUOTA_LIST":    116,
+		"OWNER_QUOTA_REMOVE":  117,
+		"OWNER_QUOTA_CHECK":   118,
+		"OWNER_QUOTA_REPAIR":  119,
 		"TRASH_LIST":          106,
 		"TRASH_RESTORE":       107,
 		"TRASH_PURGE":         108,
@@ -5884,6 +5902,448 @@ func (x *QuotaCheckReply) GetMismatches() []*QuotaMismatch {
 	return nil
 }
 
+// OwnerQuotaSetRequest names a uid (kind 1) or gid (kind 2) and its new
+// limits (0: no limit), in the partition of the node ino or path names.
+type OwnerQuotaSetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ino           uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Kind          uint32                 `protobuf:"varint,10,opt,name=kind,proto3" json:"kind,omitempty"`
+	Id            uint32                 `protobuf:"varint,11,opt,name=id,proto3" json:"id,omitempty"`
+	MaxFiles      uint64                 `protobuf:"varint,12,opt,name=max_files,json=maxFiles,proto3" json:"max_files,omitempty"` // nodes the id owns
+	MaxBytes      uint64                 `protobuf:"varint,13,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"` // bytes of the regular files among them
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OwnerQuotaSetRequest) Reset() {
+	*x = OwnerQuotaSetRequest{}
+	mi := &file_meta_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OwnerQuotaSetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OwnerQuotaSetRequest) ProtoMessage() {}
+
+func (x *OwnerQuotaSetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OwnerQuotaSetRequest.ProtoReflect.Descriptor instead.
+func (*OwnerQuotaSetRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *OwnerQuotaSetRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *OwnerQuotaSetRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *OwnerQuotaSetRequest) GetKind() uint32 {
+	if x != nil {
+		return x.Kind
+	}
+	return 0
+}
+
+func (x *OwnerQuotaSetRequest) GetId() uint32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *OwnerQuotaSetRequest) GetMaxFiles() uint64 {
+	if x != nil {
+		return x.MaxFiles
+	}
+	return 0
+}
+
+func (x *OwnerQuotaSetRequest) GetMaxBytes() uint64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+// OwnerQuotaRequest names a uid (kind 1) or gid (kind 2), or none (kind
+// 0: OWNER_QUOTA_LIST lists them all), in the partition of the node ino
+// or path names.
+type OwnerQuotaRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ino           uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Kind          uint32                 `protobuf:"varint,10,opt,name=kind,proto3" json:"kind,omitempty"`
+	Id            uint32                 `protobuf:"varint,11,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OwnerQuotaRequest) Reset() {
+	*x = OwnerQuotaRequest{}
+	mi := &file_meta_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OwnerQuotaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OwnerQuotaRequest) ProtoMessage() {}
+
+func (x *OwnerQuotaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OwnerQuotaRequest.ProtoReflect.Descriptor instead.
+func (*OwnerQuotaRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *OwnerQuotaRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *OwnerQuotaRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *OwnerQuotaRequest) GetKind() uint32 {
+	if x != nil {
+		return x.Kind
+	}
+	return 0
+}
+
+func (x *OwnerQuotaRequest) GetId() uint32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+// OwnerQuota is a user or group quota and its usage.
+type OwnerQuota struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          uint32                 `protobuf:"varint,1,opt,name=kind,proto3" json:"kind,omitempty"` // 1: uid, 2: gid
+	Id            uint32                 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
+	MaxFiles      uint64                 `protobuf:"varint,3,opt,name=max_files,json=maxFiles,proto3" json:"max_files,omitempty"`
+	MaxBytes      uint64                 `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	Files         uint64                 `protobuf:"varint,5,opt,name=files,proto3" json:"files,omitempty"` // nodes with a link the id owns, each once
+	Bytes         uint64                 `protobuf:"varint,6,opt,name=bytes,proto3" json:"bytes,omitempty"` // sizes of the regular files among them
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OwnerQuota) Reset() {
+	*x = OwnerQuota{}
+	mi := &file_meta_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OwnerQuota) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OwnerQuota) ProtoMessage() {}
+
+func (x *OwnerQuota) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OwnerQuota.ProtoReflect.Descriptor instead.
+func (*OwnerQuota) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *OwnerQuota) GetKind() uint32 {
+	if x != nil {
+		return x.Kind
+	}
+	return 0
+}
+
+func (x *OwnerQuota) GetId() uint32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *OwnerQuota) GetMaxFiles() uint64 {
+	if x != nil {
+		return x.MaxFiles
+	}
+	return 0
+}
+
+func (x *OwnerQuota) GetMaxBytes() uint64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *OwnerQuota) GetFiles() uint64 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+func (x *OwnerQuota) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+type OwnerQuotaReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Quota         *OwnerQuota            `protobuf:"bytes,1,opt,name=quota,proto3" json:"quota,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OwnerQuotaReply) Reset() {
+	*x = OwnerQuotaReply{}
+	mi := &file_meta_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OwnerQuotaReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OwnerQuotaReply) ProtoMessage() {}
+
+func (x *OwnerQuotaReply) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OwnerQuotaReply.ProtoReflect.Descriptor instead.
+func (*OwnerQuotaReply) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *OwnerQuotaReply) GetQuota() *OwnerQuota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+type OwnerQuotaListReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Quotas        []*OwnerQuota          `protobuf:"bytes,1,rep,name=quotas,proto3" json:"quotas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OwnerQuotaListReply) Reset() {
+	*x = OwnerQuotaListReply{}
+	mi := &file_meta_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OwnerQuotaListReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OwnerQuotaListReply) ProtoMessage() {}
+
+func (x *OwnerQuotaListReply) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OwnerQuotaListReply.ProtoReflect.Descriptor instead.
+func (*OwnerQuotaListReply) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *OwnerQuotaListReply) GetQuotas() []*OwnerQuota {
+	if x != nil {
+		return x.Quotas
+	}
+	return nil
+}
+
+type OwnerQuotaMismatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Quota         *OwnerQuota            `protobuf:"bytes,1,opt,name=quota,proto3" json:"quota,omitempty"` // with the usage kept
+	CountFiles    uint64                 `protobuf:"varint,2,opt,name=count_files,json=countFiles,proto3" json:"count_files,omitempty"`
+	CountBytes    uint64                 `protobuf:"varint,3,opt,name=count_bytes,json=countBytes,proto3" json:"count_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OwnerQuotaMismatch) Reset() {
+	*x = OwnerQuotaMismatch{}
+	mi := &file_meta_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OwnerQuotaMismatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OwnerQuotaMismatch) ProtoMessage() {}
+
+func (x *OwnerQuotaMismatch) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OwnerQuotaMismatch.ProtoReflect.Descriptor instead.
+func (*OwnerQuotaMismatch) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *OwnerQuotaMismatch) GetQuota() *OwnerQuota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+func (x *OwnerQuotaMismatch) GetCountFiles() uint64 {
+	if x != nil {
+		return x.CountFiles
+	}
+	return 0
+}
+
+func (x *OwnerQuotaMismatch) GetCountBytes() uint64 {
+	if x != nil {
+		return x.CountBytes
+	}
+	return 0
+}
+
+type OwnerQuotaCheckReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Quotas        uint32                 `protobuf:"varint,1,opt,name=quotas,proto3" json:"quotas,omitempty"` // quotas checked
+	Mismatches    []*OwnerQuotaMismatch  `protobuf:"bytes,2,rep,name=mismatches,proto3" json:"mismatches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OwnerQuotaCheckReply) Reset() {
+	*x = OwnerQuotaCheckReply{}
+	mi := &file_meta_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OwnerQuotaCheckReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OwnerQuotaCheckReply) ProtoMessage() {}
+
+func (x *OwnerQuotaCheckReply) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OwnerQuotaCheckReply.ProtoReflect.Descriptor instead.
+func (*OwnerQuotaCheckReply) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *OwnerQuotaCheckReply) GetQuotas() uint32 {
+	if x != nil {
+		return x.Quotas
+	}
+	return 0
+}
+
+func (x *OwnerQuotaCheckReply) GetMismatches() []*OwnerQuotaMismatch {
+	if x != nil {
+		return x.Mismatches
+	}
+	return nil
+}
+
 // TrashEntry is one entry of an hour directory of the trash.
 type TrashEntry struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -5902,7 +6362,7 @@ type TrashEntry struct {
 
 func (x *TrashEntry) Reset() {
 	*x = TrashEntry{}
-	mi := &file_meta_proto_msgTypes[74]
+	mi := &file_meta_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5914,7 +6374,7 @@ func (x *TrashEntry) String() string {
 func (*TrashEntry) ProtoMessage() {}
 
 func (x *TrashEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[74]
+	mi := &file_meta_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5927,7 +6387,7 @@ func (x *TrashEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashEntry.ProtoReflect.Descriptor instead.
 func (*TrashEntry) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{74}
+	return file_meta_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *TrashEntry) GetHour() string {
@@ -6005,7 +6465,7 @@ type TrashListReply struct {
 
 func (x *TrashListReply) Reset() {
 	*x = TrashListReply{}
-	mi := &file_meta_proto_msgTypes[75]
+	mi := &file_meta_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6017,7 +6477,7 @@ func (x *TrashListReply) String() string {
 func (*TrashListReply) ProtoMessage() {}
 
 func (x *TrashListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[75]
+	mi := &file_meta_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6030,7 +6490,7 @@ func (x *TrashListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashListReply.ProtoReflect.Descriptor instead.
 func (*TrashListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{75}
+	return file_meta_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *TrashListReply) GetEntries() []*TrashEntry {
@@ -6075,7 +6535,7 @@ type TrashRestoreRequest struct {
 
 func (x *TrashRestoreRequest) Reset() {
 	*x = TrashRestoreRequest{}
-	mi := &file_meta_proto_msgTypes[76]
+	mi := &file_meta_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6087,7 +6547,7 @@ func (x *TrashRestoreRequest) String() string {
 func (*TrashRestoreRequest) ProtoMessage() {}
 
 func (x *TrashRestoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[76]
+	mi := &file_meta_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6100,7 +6560,7 @@ func (x *TrashRestoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashRestoreRequest.ProtoReflect.Descriptor instead.
 func (*TrashRestoreRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{76}
+	return file_meta_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *TrashRestoreRequest) GetIno() uint64 {
@@ -6141,7 +6601,7 @@ type TrashRestoreReply struct {
 
 func (x *TrashRestoreReply) Reset() {
 	*x = TrashRestoreReply{}
-	mi := &file_meta_proto_msgTypes[77]
+	mi := &file_meta_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6153,7 +6613,7 @@ func (x *TrashRestoreReply) String() string {
 func (*TrashRestoreReply) ProtoMessage() {}
 
 func (x *TrashRestoreReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[77]
+	mi := &file_meta_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6166,7 +6626,7 @@ func (x *TrashRestoreReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashRestoreReply.ProtoReflect.Descriptor instead.
 func (*TrashRestoreReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{77}
+	return file_meta_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *TrashRestoreReply) GetPaths() []string {
@@ -6197,7 +6657,7 @@ type TrashPurgeRequest struct {
 
 func (x *TrashPurgeRequest) Reset() {
 	*x = TrashPurgeRequest{}
-	mi := &file_meta_proto_msgTypes[78]
+	mi := &file_meta_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6209,7 +6669,7 @@ func (x *TrashPurgeRequest) String() string {
 func (*TrashPurgeRequest) ProtoMessage() {}
 
 func (x *TrashPurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[78]
+	mi := &file_meta_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6222,7 +6682,7 @@ func (x *TrashPurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashPurgeRequest.ProtoReflect.Descriptor instead.
 func (*TrashPurgeRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{78}
+	return file_meta_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *TrashPurgeRequest) GetIno() uint64 {
@@ -6263,7 +6723,7 @@ type TrashPurgeReply struct {
 
 func (x *TrashPurgeReply) Reset() {
 	*x = TrashPurgeReply{}
-	mi := &file_meta_proto_msgTypes[79]
+	mi := &file_meta_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6275,7 +6735,7 @@ func (x *TrashPurgeReply) String() string {
 func (*TrashPurgeReply) ProtoMessage() {}
 
 func (x *TrashPurgeReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[79]
+	mi := &file_meta_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6288,7 +6748,7 @@ func (x *TrashPurgeReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashPurgeReply.ProtoReflect.Descriptor instead.
 func (*TrashPurgeReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{79}
+	return file_meta_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *TrashPurgeReply) GetFiles() uint64 {
@@ -6327,7 +6787,7 @@ type XNode struct {
 
 func (x *XNode) Reset() {
 	*x = XNode{}
-	mi := &file_meta_proto_msgTypes[80]
+	mi := &file_meta_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6339,7 +6799,7 @@ func (x *XNode) String() string {
 func (*XNode) ProtoMessage() {}
 
 func (x *XNode) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[80]
+	mi := &file_meta_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6352,7 +6812,7 @@ func (x *XNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XNode.ProtoReflect.Descriptor instead.
 func (*XNode) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{80}
+	return file_meta_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *XNode) GetMode() uint32 {
@@ -6442,7 +6902,7 @@ type XXattr struct {
 
 func (x *XXattr) Reset() {
 	*x = XXattr{}
-	mi := &file_meta_proto_msgTypes[81]
+	mi := &file_meta_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6454,7 +6914,7 @@ func (x *XXattr) String() string {
 func (*XXattr) ProtoMessage() {}
 
 func (x *XXattr) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[81]
+	mi := &file_meta_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6467,7 +6927,7 @@ func (x *XXattr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XXattr.ProtoReflect.Descriptor instead.
 func (*XXattr) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{81}
+	return file_meta_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *XXattr) GetName() string {
@@ -6494,7 +6954,7 @@ type XChunk struct {
 
 func (x *XChunk) Reset() {
 	*x = XChunk{}
-	mi := &file_meta_proto_msgTypes[82]
+	mi := &file_meta_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6506,7 +6966,7 @@ func (x *XChunk) String() string {
 func (*XChunk) ProtoMessage() {}
 
 func (x *XChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[82]
+	mi := &file_meta_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6519,7 +6979,7 @@ func (x *XChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XChunk.ProtoReflect.Descriptor instead.
 func (*XChunk) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{82}
+	return file_meta_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *XChunk) GetIndex() uint32 {
@@ -6549,7 +7009,7 @@ type XSlice struct {
 
 func (x *XSlice) Reset() {
 	*x = XSlice{}
-	mi := &file_meta_proto_msgTypes[83]
+	mi := &file_meta_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6561,7 +7021,7 @@ func (x *XSlice) String() string {
 func (*XSlice) ProtoMessage() {}
 
 func (x *XSlice) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[83]
+	mi := &file_meta_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6574,7 +7034,7 @@ func (x *XSlice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XSlice.ProtoReflect.Descriptor instead.
 func (*XSlice) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{83}
+	return file_meta_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *XSlice) GetId() uint64 {
@@ -6630,7 +7090,7 @@ type XPrepareRequest struct {
 
 func (x *XPrepareRequest) Reset() {
 	*x = XPrepareRequest{}
-	mi := &file_meta_proto_msgTypes[84]
+	mi := &file_meta_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6642,7 +7102,7 @@ func (x *XPrepareRequest) String() string {
 func (*XPrepareRequest) ProtoMessage() {}
 
 func (x *XPrepareRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[84]
+	mi := &file_meta_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6655,7 +7115,7 @@ func (x *XPrepareRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XPrepareRequest.ProtoReflect.Descriptor instead.
 func (*XPrepareRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{84}
+	return file_meta_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *XPrepareRequest) GetParent() uint64 {
@@ -6722,7 +7182,7 @@ type XPrepareReply struct {
 
 func (x *XPrepareReply) Reset() {
 	*x = XPrepareReply{}
-	mi := &file_meta_proto_msgTypes[85]
+	mi := &file_meta_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6734,7 +7194,7 @@ func (x *XPrepareReply) String() string {
 func (*XPrepareReply) ProtoMessage() {}
 
 func (x *XPrepareReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[85]
+	mi := &file_meta_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6747,7 +7207,7 @@ func (x *XPrepareReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XPrepareReply.ProtoReflect.Descriptor instead.
 func (*XPrepareReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{85}
+	return file_meta_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *XPrepareReply) GetDir() bool {
@@ -6790,7 +7250,7 @@ type XIntentRequest struct {
 
 func (x *XIntentRequest) Reset() {
 	*x = XIntentRequest{}
-	mi := &file_meta_proto_msgTypes[86]
+	mi := &file_meta_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6802,7 +7262,7 @@ func (x *XIntentRequest) String() string {
 func (*XIntentRequest) ProtoMessage() {}
 
 func (x *XIntentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[86]
+	mi := &file_meta_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6815,7 +7275,7 @@ func (x *XIntentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XIntentRequest.ProtoReflect.Descriptor instead.
 func (*XIntentRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{86}
+	return file_meta_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *XIntentRequest) GetIno() uint64 {
@@ -6848,7 +7308,7 @@ type XIntentReply struct {
 
 func (x *XIntentReply) Reset() {
 	*x = XIntentReply{}
-	mi := &file_meta_proto_msgTypes[87]
+	mi := &file_meta_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6860,7 +7320,7 @@ func (x *XIntentReply) String() string {
 func (*XIntentReply) ProtoMessage() {}
 
 func (x *XIntentReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[87]
+	mi := &file_meta_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6873,7 +7333,7 @@ func (x *XIntentReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XIntentReply.ProtoReflect.Descriptor instead.
 func (*XIntentReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{87}
+	return file_meta_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *XIntentReply) GetState() uint32 {
@@ -6899,7 +7359,7 @@ type XIntent struct {
 
 func (x *XIntent) Reset() {
 	*x = XIntent{}
-	mi := &file_meta_proto_msgTypes[88]
+	mi := &file_meta_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6911,7 +7371,7 @@ func (x *XIntent) String() string {
 func (*XIntent) ProtoMessage() {}
 
 func (x *XIntent) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[88]
+	mi := &file_meta_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6924,7 +7384,7 @@ func (x *XIntent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XIntent.ProtoReflect.Descriptor instead.
 func (*XIntent) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{88}
+	return file_meta_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *XIntent) GetId() []byte {
@@ -6992,7 +7452,7 @@ type XIntentListReply struct {
 
 func (x *XIntentListReply) Reset() {
 	*x = XIntentListReply{}
-	mi := &file_meta_proto_msgTypes[89]
+	mi := &file_meta_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7004,7 +7464,7 @@ func (x *XIntentListReply) String() string {
 func (*XIntentListReply) ProtoMessage() {}
 
 func (x *XIntentListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[89]
+	mi := &file_meta_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7017,7 +7477,7 @@ func (x *XIntentListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XIntentListReply.ProtoReflect.Descriptor instead.
 func (*XIntentListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{89}
+	return file_meta_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *XIntentListReply) GetIntents() []*XIntent {
@@ -7040,7 +7500,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_meta_proto_msgTypes[90]
+	mi := &file_meta_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7052,7 +7512,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[90]
+	mi := &file_meta_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7065,7 +7525,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{90}
+	return file_meta_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *SnapshotRequest) GetIno() uint64 {
@@ -7104,7 +7564,7 @@ type SnapshotInfo struct {
 
 func (x *SnapshotInfo) Reset() {
 	*x = SnapshotInfo{}
-	mi := &file_meta_proto_msgTypes[91]
+	mi := &file_meta_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7116,7 +7576,7 @@ func (x *SnapshotInfo) String() string {
 func (*SnapshotInfo) ProtoMessage() {}
 
 func (x *SnapshotInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[91]
+	mi := &file_meta_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7129,7 +7589,7 @@ func (x *SnapshotInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotInfo.ProtoReflect.Descriptor instead.
 func (*SnapshotInfo) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{91}
+	return file_meta_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *SnapshotInfo) GetName() string {
@@ -7183,7 +7643,7 @@ type SnapshotReply struct {
 
 func (x *SnapshotReply) Reset() {
 	*x = SnapshotReply{}
-	mi := &file_meta_proto_msgTypes[92]
+	mi := &file_meta_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7195,7 +7655,7 @@ func (x *SnapshotReply) String() string {
 func (*SnapshotReply) ProtoMessage() {}
 
 func (x *SnapshotReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[92]
+	mi := &file_meta_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7208,7 +7668,7 @@ func (x *SnapshotReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotReply.ProtoReflect.Descriptor instead.
 func (*SnapshotReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{92}
+	return file_meta_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *SnapshotReply) GetSnapshot() *SnapshotInfo {
@@ -7227,7 +7687,7 @@ type SnapshotListReply struct {
 
 func (x *SnapshotListReply) Reset() {
 	*x = SnapshotListReply{}
-	mi := &file_meta_proto_msgTypes[93]
+	mi := &file_meta_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7239,7 +7699,7 @@ func (x *SnapshotListReply) String() string {
 func (*SnapshotListReply) ProtoMessage() {}
 
 func (x *SnapshotListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[93]
+	mi := &file_meta_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7252,7 +7712,7 @@ func (x *SnapshotListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotListReply.ProtoReflect.Descriptor instead.
 func (*SnapshotListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{93}
+	return file_meta_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *SnapshotListReply) GetSnapshots() []*SnapshotInfo {
@@ -7276,7 +7736,7 @@ type SnapshotDiffRequest struct {
 
 func (x *SnapshotDiffRequest) Reset() {
 	*x = SnapshotDiffRequest{}
-	mi := &file_meta_proto_msgTypes[94]
+	mi := &file_meta_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7288,7 +7748,7 @@ func (x *SnapshotDiffRequest) String() string {
 func (*SnapshotDiffRequest) ProtoMessage() {}
 
 func (x *SnapshotDiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[94]
+	mi := &file_meta_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7301,7 +7761,7 @@ func (x *SnapshotDiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDiffRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotDiffRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{94}
+	return file_meta_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *SnapshotDiffRequest) GetIno() uint64 {
@@ -7346,7 +7806,7 @@ type SnapshotChange struct {
 
 func (x *SnapshotChange) Reset() {
 	*x = SnapshotChange{}
-	mi := &file_meta_proto_msgTypes[95]
+	mi := &file_meta_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7358,7 +7818,7 @@ func (x *SnapshotChange) String() string {
 func (*SnapshotChange) ProtoMessage() {}
 
 func (x *SnapshotChange) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[95]
+	mi := &file_meta_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7371,7 +7831,7 @@ func (x *SnapshotChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChange.ProtoReflect.Descriptor instead.
 func (*SnapshotChange) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{95}
+	return file_meta_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *SnapshotChange) GetOp() string {
@@ -7405,7 +7865,7 @@ type SnapshotDiffReply struct {
 
 func (x *SnapshotDiffReply) Reset() {
 	*x = SnapshotDiffReply{}
-	mi := &file_meta_proto_msgTypes[96]
+	mi := &file_meta_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7417,7 +7877,7 @@ func (x *SnapshotDiffReply) String() string {
 func (*SnapshotDiffReply) ProtoMessage() {}
 
 func (x *SnapshotDiffReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[96]
+	mi := &file_meta_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7430,7 +7890,7 @@ func (x *SnapshotDiffReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDiffReply.ProtoReflect.Descriptor instead.
 func (*SnapshotDiffReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{96}
+	return file_meta_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *SnapshotDiffReply) GetChanges() []*SnapshotChange {
@@ -7462,7 +7922,7 @@ type CloneRequest struct {
 
 func (x *CloneRequest) Reset() {
 	*x = CloneRequest{}
-	mi := &file_meta_proto_msgTypes[97]
+	mi := &file_meta_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7474,7 +7934,7 @@ func (x *CloneRequest) String() string {
 func (*CloneRequest) ProtoMessage() {}
 
 func (x *CloneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[97]
+	mi := &file_meta_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7487,7 +7947,7 @@ func (x *CloneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloneRequest.ProtoReflect.Descriptor instead.
 func (*CloneRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{97}
+	return file_meta_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *CloneRequest) GetIno() uint64 {
@@ -7987,6 +8447,43 @@ const file_meta_proto_rawDesc = "" +
 	"\x06quotas\x18\x01 \x01(\rR\x06quotas\x12=\n" +
 	"\n" +
 	"mismatches\x18\x02 \x03(\v2\x1d.canopy.meta.v1.QuotaMismatchR\n" +
+	"mismatches\"\x9a\x01\n" +
+	"\x14OwnerQuotaSetRequest\x12\x10\n" +
+	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
+	"\x04kind\x18\n" +
+	" \x01(\rR\x04kind\x12\x0e\n" +
+	"\x02id\x18\v \x01(\rR\x02id\x12\x1b\n" +
+	"\tmax_files\x18\f \x01(\x04R\bmaxFiles\x12\x1b\n" +
+	"\tmax_bytes\x18\r \x01(\x04R\bmaxBytes\"]\n" +
+	"\x11OwnerQuotaRequest\x12\x10\n" +
+	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
+	"\x04kind\x18\n" +
+	" \x01(\rR\x04kind\x12\x0e\n" +
+	"\x02id\x18\v \x01(\rR\x02id\"\x96\x01\n" +
+	"\n" +
+	"OwnerQuota\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\rR\x04kind\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\rR\x02id\x12\x1b\n" +
+	"\tmax_files\x18\x03 \x01(\x04R\bmaxFiles\x12\x1b\n" +
+	"\tmax_bytes\x18\x04 \x01(\x04R\bmaxBytes\x12\x14\n" +
+	"\x05files\x18\x05 \x01(\x04R\x05files\x12\x14\n" +
+	"\x05bytes\x18\x06 \x01(\x04R\x05bytes\"C\n" +
+	"\x0fOwnerQuotaReply\x120\n" +
+	"\x05quota\x18\x01 \x01(\v2\x1a.canopy.meta.v1.OwnerQuotaR\x05quota\"I\n" +
+	"\x13OwnerQuotaListReply\x122\n" +
+	"\x06quotas\x18\x01 \x03(\v2\x1a.canopy.meta.v1.OwnerQuotaR\x06quotas\"\x88\x01\n" +
+	"\x12OwnerQuotaMismatch\x120\n" +
+	"\x05quota\x18\x01 \x01(\v2\x1a.canopy.meta.v1.OwnerQuotaR\x05quota\x12\x1f\n" +
+	"\vcount_files\x18\x02 \x01(\x04R\n" +
+	"countFiles\x12\x1f\n" +
+	"\vcount_bytes\x18\x03 \x01(\x04R\n" +
+	"countBytes\"r\n" +
+	"\x14OwnerQuotaCheckReply\x12\x16\n" +
+	"\x06quotas\x18\x01 \x01(\rR\x06quotas\x12B\n" +
+	"\n" +
+	"mismatches\x18\x02 \x03(\v2\".canopy.meta.v1.OwnerQuotaMismatchR\n" +
 	"mismatches\"\xdc\x01\n" +
 	"\n" +
 	"TrashEntry\x12\x12\n" +
@@ -8121,7 +8618,8 @@ const file_meta_proto_rawDesc = "" +
 	"\n" +
 	"new_parent\x18\x04 \x01(\x04R\tnewParent\x12\x19\n" +
 	"\bnew_path\x18\x05 \x01(\tR\anewPath\x12\x19\n" +
-	"\bnew_name\x18\x06 \x01(\tR\anewName*\xae\t\n" +
+	"\bnew_name\x18\x06 \x01(\tR\anewName*\xa0\n" +
+	"\n" +
 	"\x06Method\x12\x16\n" +
 	"\x12METHOD_UNSPECIFIED\x10\x00\x12\b\n" +
 	"\x04NULL\x10\x01\x12\n" +
@@ -8196,7 +8694,12 @@ const file_meta_proto_rawDesc = "" +
 	"QUOTA_LIST\x10f\x12\x10\n" +
 	"\fQUOTA_REMOVE\x10g\x12\x0f\n" +
 	"\vQUOTA_CHECK\x10h\x12\x10\n" +
-	"\fQUOTA_REPAIR\x10i\x12\x0e\n" +
+	"\fQUOTA_REPAIR\x10i\x12\x13\n" +
+	"\x0fOWNER_QUOTA_SET\x10s\x12\x14\n" +
+	"\x10OWNER_QUOTA_LIST\x10t\x12\x16\n" +
+	"\x12OWNER_QUOTA_REMOVE\x10u\x12\x15\n" +
+	"\x11OWNER_QUOTA_CHECK\x10v\x12\x16\n" +
+	"\x12OWNER_QUOTA_REPAIR\x10w\x12\x0e\n" +
 	"\n" +
 	"TRASH_LIST\x10j\x12\x11\n" +
 	"\rTRASH_RESTORE\x10k\x12\x0f\n" +
@@ -8253,7 +8756,7 @@ func file_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 98)
+var file_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 105)
 var file_meta_proto_goTypes = []any{
 	(Method)(0),                  // 0: canopy.meta.v1.Method
 	(SetattrMask)(0),             // 1: canopy.meta.v1.SetattrMask
@@ -8334,30 +8837,37 @@ var file_meta_proto_goTypes = []any{
 	(*QuotaListReply)(nil),       // 76: canopy.meta.v1.QuotaListReply
 	(*QuotaMismatch)(nil),        // 77: canopy.meta.v1.QuotaMismatch
 	(*QuotaCheckReply)(nil),      // 78: canopy.meta.v1.QuotaCheckReply
-	(*TrashEntry)(nil),           // 79: canopy.meta.v1.TrashEntry
-	(*TrashListReply)(nil),       // 80: canopy.meta.v1.TrashListReply
-	(*TrashRestoreRequest)(nil),  // 81: canopy.meta.v1.TrashRestoreRequest
-	(*TrashRestoreReply)(nil),    // 82: canopy.meta.v1.TrashRestoreReply
-	(*TrashPurgeRequest)(nil),    // 83: canopy.meta.v1.TrashPurgeRequest
-	(*TrashPurgeReply)(nil),      // 84: canopy.meta.v1.TrashPurgeReply
-	(*XNode)(nil),                // 85: canopy.meta.v1.XNode
-	(*XXattr)(nil),               // 86: canopy.meta.v1.XXattr
-	(*XChunk)(nil),               // 87: canopy.meta.v1.XChunk
-	(*XSlice)(nil),               // 88: canopy.meta.v1.XSlice
-	(*XPrepareRequest)(nil),      // 89: canopy.meta.v1.XPrepareRequest
-	(*XPrepareReply)(nil),        // 90: canopy.meta.v1.XPrepareReply
-	(*XIntentRequest)(nil),       // 91: canopy.meta.v1.XIntentRequest
-	(*XIntentReply)(nil),         // 92: canopy.meta.v1.XIntentReply
-	(*XIntent)(nil),              // 93: canopy.meta.v1.XIntent
-	(*XIntentListReply)(nil),     // 94: canopy.meta.v1.XIntentListReply
-	(*SnapshotRequest)(nil),      // 95: canopy.meta.v1.SnapshotRequest
-	(*SnapshotInfo)(nil),         // 96: canopy.meta.v1.SnapshotInfo
-	(*SnapshotReply)(nil),        // 97: canopy.meta.v1.SnapshotReply
-	(*SnapshotListReply)(nil),    // 98: canopy.meta.v1.SnapshotListReply
-	(*SnapshotDiffRequest)(nil),  // 99: canopy.meta.v1.SnapshotDiffRequest
-	(*SnapshotChange)(nil),       // 100: canopy.meta.v1.SnapshotChange
-	(*SnapshotDiffReply)(nil),    // 101: canopy.meta.v1.SnapshotDiffReply
-	(*CloneRequest)(nil),         // 102: canopy.meta.v1.CloneRequest
+	(*OwnerQuotaSetRequest)(nil), // 79: canopy.meta.v1.OwnerQuotaSetRequest
+	(*OwnerQuotaRequest)(nil),    // 80: canopy.meta.v1.OwnerQuotaRequest
+	(*OwnerQuota)(nil),           // 81: canopy.meta.v1.OwnerQuota
+	(*OwnerQuotaReply)(nil),      // 82: canopy.meta.v1.OwnerQuotaReply
+	(*OwnerQuotaListReply)(nil),  // 83: canopy.meta.v1.OwnerQuotaListReply
+	(*OwnerQuotaMismatch)(nil),   // 84: canopy.meta.v1.OwnerQuotaMismatch
+	(*OwnerQuotaCheckReply)(nil), // 85: canopy.meta.v1.OwnerQuotaCheckReply
+	(*TrashEntry)(nil),           // 86: canopy.meta.v1.TrashEntry
+	(*TrashListReply)(nil),       // 87: canopy.meta.v1.TrashListReply
+	(*TrashRestoreRequest)(nil),  // 88: canopy.meta.v1.TrashRestoreRequest
+	(*TrashRestoreReply)(nil),    // 89: canopy.meta.v1.TrashRestoreReply
+	(*TrashPurgeRequest)(nil),    // 90: canopy.meta.v1.TrashPurgeRequest
+	(*TrashPurgeReply)(nil),      // 91: canopy.meta.v1.TrashPurgeReply
+	(*XNode)(nil),                // 92: canopy.meta.v1.XNode
+	(*XXattr)(nil),               // 93: canopy.meta.v1.XXattr
+	(*XChunk)(nil),               // 94: canopy.meta.v1.XChunk
+	(*XSlice)(nil),               // 95: canopy.meta.v1.XSlice
+	(*XPrepareRequest)(nil),      // 96: canopy.meta.v1.XPrepareRequest
+	(*XPrepareReply)(nil),        // 97: canopy.meta.v1.XPrepareReply
+	(*XIntentRequest)(nil),       // 98: canopy.meta.v1.XIntentRequest
+	(*XIntentReply)(nil),         // 99: canopy.meta.v1.XIntentReply
+	(*XIntent)(nil),              // 100: canopy.meta.v1.XIntent
+	(*XIntentListReply)(nil),     // 101: canopy.meta.v1.XIntentListReply
+	(*SnapshotRequest)(nil),      // 102: canopy.meta.v1.SnapshotRequest
+	(*SnapshotInfo)(nil),         // 103: canopy.meta.v1.SnapshotInfo
+	(*SnapshotReply)(nil),        // 104: canopy.meta.v1.SnapshotReply
+	(*SnapshotListReply)(nil),    // 105: canopy.meta.v1.SnapshotListReply
+	(*SnapshotDiffRequest)(nil),  // 106: canopy.meta.v1.SnapshotDiffRequest
+	(*SnapshotChange)(nil),       // 107: canopy.meta.v1.SnapshotChange
+	(*SnapshotDiffReply)(nil),    // 108: canopy.meta.v1.SnapshotDiffReply
+	(*CloneRequest)(nil),         // 109: canopy.meta.v1.CloneRequest
 }
 var file_meta_proto_depIdxs = []int32{
 	5,   // 0: canopy.meta.v1.Dirent.attr:type_name -> canopy.meta.v1.Attr
@@ -8390,23 +8900,27 @@ var file_meta_proto_depIdxs = []int32{
 	74,  // 27: canopy.meta.v1.QuotaListReply.quotas:type_name -> canopy.meta.v1.Quota
 	74,  // 28: canopy.meta.v1.QuotaMismatch.quota:type_name -> canopy.meta.v1.Quota
 	77,  // 29: canopy.meta.v1.QuotaCheckReply.mismatches:type_name -> canopy.meta.v1.QuotaMismatch
-	5,   // 30: canopy.meta.v1.TrashEntry.attr:type_name -> canopy.meta.v1.Attr
-	79,  // 31: canopy.meta.v1.TrashListReply.entries:type_name -> canopy.meta.v1.TrashEntry
-	86,  // 32: canopy.meta.v1.XNode.xattrs:type_name -> canopy.meta.v1.XXattr
-	87,  // 33: canopy.meta.v1.XNode.chunks:type_name -> canopy.meta.v1.XChunk
-	88,  // 34: canopy.meta.v1.XChunk.slices:type_name -> canopy.meta.v1.XSlice
-	85,  // 35: canopy.meta.v1.XPrepareReply.image:type_name -> canopy.meta.v1.XNode
-	85,  // 36: canopy.meta.v1.XIntentRequest.image:type_name -> canopy.meta.v1.XNode
-	85,  // 37: canopy.meta.v1.XIntent.image:type_name -> canopy.meta.v1.XNode
-	93,  // 38: canopy.meta.v1.XIntentListReply.intents:type_name -> canopy.meta.v1.XIntent
-	96,  // 39: canopy.meta.v1.SnapshotReply.snapshot:type_name -> canopy.meta.v1.SnapshotInfo
-	96,  // 40: canopy.meta.v1.SnapshotListReply.snapshots:type_name -> canopy.meta.v1.SnapshotInfo
-	100, // 41: canopy.meta.v1.SnapshotDiffReply.changes:type_name -> canopy.meta.v1.SnapshotChange
-	42,  // [42:42] is the sub-list for method output_type
-	42,  // [42:42] is the sub-list for method input_type
-	42,  // [42:42] is the sub-list for extension type_name
-	42,  // [42:42] is the sub-list for extension extendee
-	0,   // [0:42] is the sub-list for field type_name
+	81,  // 30: canopy.meta.v1.OwnerQuotaReply.quota:type_name -> canopy.meta.v1.OwnerQuota
+	81,  // 31: canopy.meta.v1.OwnerQuotaListReply.quotas:type_name -> canopy.meta.v1.OwnerQuota
+	81,  // 32: canopy.meta.v1.OwnerQuotaMismatch.quota:type_name -> canopy.meta.v1.OwnerQuota
+	84,  // 33: canopy.meta.v1.OwnerQuotaCheckReply.mismatches:type_name -> canopy.meta.v1.OwnerQuotaMismatch
+	5,   // 34: canopy.meta.v1.TrashEntry.attr:type_name -> canopy.meta.v1.Attr
+	86,  // 35: canopy.meta.v1.TrashListReply.entries:type_name -> canopy.meta.v1.TrashEntry
+	93,  // 36: canopy.meta.v1.XNode.xattrs:type_name -> canopy.meta.v1.XXattr
+	94,  // 37: canopy.meta.v1.XNode.chunks:type_name -> canopy.meta.v1.XChunk
+	95,  // 38: canopy.meta.v1.XChunk.slices:type_name -> canopy.meta.v1.XSlice
+	92,  // 39: canopy.meta.v1.XPrepareReply.image:type_name -> canopy.meta.v1.XNode
+	92,  // 40: canopy.meta.v1.XIntentRequest.image:type_name -> canopy.meta.v1.XNode
+	92,  // 41: canopy.meta.v1.XIntent.image:type_name -> canopy.meta.v1.XNode
+	100, // 42: canopy.meta.v1.XIntentListReply.intents:type_name -> canopy.meta.v1.XIntent
+	103, // 43: canopy.meta.v1.SnapshotReply.snapshot:type_name -> canopy.meta.v1.SnapshotInfo
+	103, // 44: canopy.meta.v1.SnapshotListReply.snapshots:type_name -> canopy.meta.v1.SnapshotInfo
+	107, // 45: canopy.meta.v1.SnapshotDiffReply.changes:type_name -> canopy.meta.v1.SnapshotChange
+	46,  // [46:46] is the sub-list for method output_type
+	46,  // [46:46] is the sub-list for method input_type
+	46,  // [46:46] is the sub-list for extension type_name
+	46,  // [46:46] is the sub-list for extension extendee
+	0,   // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_meta_proto_init() }
@@ -8420,7 +8934,7 @@ func file_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meta_proto_rawDesc), len(file_meta_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   98,
+			NumMessages:   105,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -26,9 +26,11 @@ type quotaJSON struct {
 
 // quotaCheckJSON is `canopy quota check --json`.
 type quotaCheckJSON struct {
-	Quotas     int                 `json:"quotas"`
-	Repaired   bool                `json:"repaired"`
-	Mismatches []quotaMismatchJSON `json:"mismatches"`
+	Quotas          int                 `json:"quotas"` // directory quotas checked
+	Repaired        bool                `json:"repaired"`
+	Mismatches      []quotaMismatchJSON `json:"mismatches"`
+	OwnerQuotas     int                 `json:"owner_quotas"` // user and group quotas checked
+	OwnerMismatches []ownerMismatchJSON `json:"owner_mismatches"`
 }
 
 type quotaMismatchJSON struct {
@@ -64,12 +66,16 @@ func quotaErr(p string, err error) error {
 func newQuotaCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "quota",
-		Short: "Set, show and check directory quotas",
+		Short: "Set, show and check directory, user and group quotas",
 		Long: "A directory quota limits the nodes below a directory (each counted once) and the bytes of the\n" +
 			"regular files below it. Operations past a limit fail with EDQUOT (\"Disk quota exceeded\");\n" +
-			"df inside the directory on a mount shows the quota as the size.",
+			"df inside the directory on a mount shows the quota as the size.\n" +
+			"A user (--uid) or group (--gid) quota limits the nodes a uid or gid owns and their bytes, in\n" +
+			"one partition: a PATH given with --uid or --gid only picks the partition (default /).",
 		Example: "  canopy quota set /projects/a --files 1000000 --bytes 10GiB\n  canopy quota get /projects/a\n" +
-			"  canopy quota ls --json\n  canopy quota check --repair\n  canopy quota rm /projects/a",
+			"  canopy quota set --uid 1000 --files 50000 --bytes 100GiB\n  canopy quota get --gid 2000 --json\n" +
+			"  canopy quota ls --json\n  canopy quota ls --uid\n  canopy quota check --repair\n  canopy quota rm /projects/a\n" +
+			"  canopy quota rm --uid 1000",
 	}
 	var asJSON bool
 	printQuotas := func(qs []client.Quota) error {
@@ -82,32 +88,33 @@ func newQuotaCmd(g *globals) *cobra.Command {
 		}
 		w := tabwriter.NewWriter(g.out, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(w, "PATH\tFILES\tMAX FILES\tBYTES\tMAX BYTES")
-		limit := func(v uint64, size bool) string {
-			switch {
-			case v == 0:
-				return "-"
-			case size:
-				return bench.FormatSize(int64(v))
-			}
-			return fmt.Sprint(v)
-		}
 		for _, q := range qs {
-			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", q.Path, q.Files, limit(q.MaxFiles, false),
-				bench.FormatSize(int64(q.Bytes)), limit(q.MaxBytes, true))
+			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", q.Path, q.Files, quotaLimit(q.MaxFiles, false),
+				bench.FormatSize(int64(q.Bytes)), quotaLimit(q.MaxBytes, true))
 		}
 		return w.Flush()
 	}
 	var files uint64
 	var bytes string
 	var set *cobra.Command
+	var setOwner, getOwner, lsOwner, rmOwner, checkOwner ownerFlags
 	set = &cobra.Command{
-		Use: "set PATH [--files N] [--bytes SIZE]", Short: "Set or change a directory's limits (0: none)", Args: cobra.ExactArgs(1),
+		Use: "set PATH | --uid U | --gid G [--files N] [--bytes SIZE]", Short: "Set or change a directory's, a uid's or a gid's limits (0: none)", Args: cobra.MaximumNArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			p := canon(args[0])
+			if len(args) == 0 && !setOwner.given() {
+				return errors.New("quota set: give a directory, --uid or --gid")
+			}
 			maxFiles, maxBytes := files, uint64(0)
 			setFiles, setBytes := set.Flags().Changed("files"), set.Flags().Changed("bytes")
 			if !setFiles && !setBytes {
-				return fmt.Errorf("quota set %s: give --files, --bytes or both", p)
+				what := "--uid " + setOwner.uid
+				switch {
+				case setOwner.gid != "":
+					what = "--gid " + setOwner.gid
+				case !setOwner.given():
+					what = canon(args[0])
+				}
+				return fmt.Errorf("quota set %s: give --files, --bytes or both", what)
 			}
 			if setBytes {
 				n, err := bench.ParseSize(bytes)
@@ -116,6 +123,10 @@ func newQuotaCmd(g *globals) *cobra.Command {
 				}
 				maxBytes = uint64(n)
 			}
+			if setOwner.given() {
+				return setOwnerQuota(g, &setOwner, args, maxFiles, setFiles, setBytes, maxBytes, asJSON)
+			}
+			p := canon(args[0])
 			return g.run(func(ctx context.Context, c *client.Client) error {
 				if !setFiles || !setBytes {
 					// A limit not given keeps its value.
@@ -136,11 +147,17 @@ func newQuotaCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	set.Flags().Uint64Var(&files, "files", 0, "most nodes below the directory (0: no limit)")
-	set.Flags().StringVar(&bytes, "bytes", "", "most bytes of regular files below the directory (0: no limit; KiB, MiB, GiB, TiB)")
+	set.Flags().Uint64Var(&files, "files", 0, "most nodes below the directory, or owned by the uid or gid (0: no limit)")
+	set.Flags().StringVar(&bytes, "bytes", "", "most bytes of regular files below the directory, or owned by the uid or gid (0: no limit; KiB, MiB, GiB, TiB)")
 	get := &cobra.Command{
-		Use: "get PATH", Short: "Show a directory's quota and usage", Args: cobra.ExactArgs(1),
+		Use: "get PATH | --uid U | --gid G", Short: "Show a directory's, a uid's or a gid's quota and usage", Args: cobra.MaximumNArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
+			if getOwner.given() {
+				return getOwnerQuotas(g, &getOwner, args, asJSON)
+			}
+			if len(args) == 0 {
+				return errors.New("quota get: give a directory, --uid or --gid")
+			}
 			p := canon(args[0])
 			return g.run(func(ctx context.Context, c *client.Client) error {
 				q, err := c.GetQuota(ctx, p)
@@ -152,8 +169,20 @@ func newQuotaCmd(g *globals) *cobra.Command {
 		},
 	}
 	ls := &cobra.Command{
-		Use: "ls [PATH]", Aliases: []string{"list"}, Short: "List the quotas of the partition holding PATH (default /)", Args: cobra.MaximumNArgs(1),
+		Use: "ls [PATH] [--uid | --gid]", Aliases: []string{"list"}, Short: "List the directory (or user, or group) quotas of the partition holding PATH (default /)", Args: cobra.MaximumNArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
+			if lsOwner.given() {
+				if len(args) == 1 && (lsOwner.uid == allIDs || lsOwner.gid == allIDs) && isNumber(args[0]) {
+					// "--uid 7": a bare flag and a number, meant as --uid=7.
+					if lsOwner.uid == allIDs {
+						lsOwner.uid = args[0]
+					} else {
+						lsOwner.gid = args[0]
+					}
+					args = nil
+				}
+				return getOwnerQuotas(g, &lsOwner, args, asJSON)
+			}
 			p := "/"
 			if len(args) == 1 {
 				p = canon(args[0])
@@ -168,8 +197,14 @@ func newQuotaCmd(g *globals) *cobra.Command {
 		},
 	}
 	rm := &cobra.Command{
-		Use: "rm PATH", Aliases: []string{"remove"}, Short: "Remove a directory's quota", Args: cobra.ExactArgs(1),
+		Use: "rm PATH | --uid U | --gid G", Aliases: []string{"remove"}, Short: "Remove a directory's, a uid's or a gid's quota", Args: cobra.MaximumNArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
+			if rmOwner.given() {
+				return removeOwnerQuota(g, &rmOwner, args)
+			}
+			if len(args) == 0 {
+				return errors.New("quota rm: give a directory, --uid or --gid")
+			}
 			p := canon(args[0])
 			return g.run(func(ctx context.Context, c *client.Client) error {
 				return quotaErr(p, c.RemoveQuota(ctx, p))
@@ -178,35 +213,56 @@ func newQuotaCmd(g *globals) *cobra.Command {
 	}
 	var repair bool
 	check := &cobra.Command{
-		Use: "check [PATH] [--repair]", Short: "Compare every quota's usage with a full count of its subtree", Args: cobra.MaximumNArgs(1),
+		Use: "check [PATH] [--repair] [--uid | --gid]", Short: "Compare every quota's usage with a full count (--uid or --gid: the user and group quotas only)", Args: cobra.MaximumNArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			p := "/"
 			if len(args) == 1 {
 				p = canon(args[0])
 			}
 			return g.run(func(ctx context.Context, c *client.Client) error {
-				n, bad, err := c.CheckQuotas(ctx, p, repair)
+				var n int
+				var bad []client.QuotaMismatch
+				var err error
+				if !checkOwner.given() {
+					if n, bad, err = c.CheckQuotas(ctx, p, repair); err != nil {
+						return quotaErr(p, err)
+					}
+				}
+				on, obad, err := c.CheckOwnerQuotas(ctx, p, repair)
 				if err != nil {
 					return quotaErr(p, err)
 				}
 				if asJSON {
-					out := quotaCheckJSON{Quotas: n, Repaired: repair && len(bad) > 0, Mismatches: []quotaMismatchJSON{}}
+					out := quotaCheckJSON{Quotas: n, Repaired: repair && len(bad)+len(obad) > 0, Mismatches: []quotaMismatchJSON{},
+						OwnerQuotas: on, OwnerMismatches: []ownerMismatchJSON{}}
 					for _, b := range bad {
 						out.Mismatches = append(out.Mismatches, quotaMismatchJSON{toQuotaJSON(b.Quota), b.CountFiles, b.CountBytes})
 					}
+					for _, b := range obad {
+						out.OwnerMismatches = append(out.OwnerMismatches, ownerMismatchJSON{toOwnerQuotaJSON(b.OwnerQuota), b.CountFiles, b.CountBytes})
+					}
 					return json.NewEncoder(g.out).Encode(out)
 				}
+				verb := "differs"
+				if repair {
+					verb = "repaired"
+				}
 				for _, b := range bad {
-					verb := "differs"
-					if repair {
-						verb = "repaired"
-					}
 					fmt.Fprintf(g.out, "%s: kept %d files %d bytes, counted %d files %d bytes: %s\n",
 						b.Path, b.Files, b.Bytes, b.CountFiles, b.CountBytes, verb)
 				}
-				fmt.Fprintf(g.out, "%d quotas checked, %d differ from a full count\n", n, len(bad))
-				if len(bad) > 0 && !repair {
-					return fmt.Errorf("%d quotas differ from a full count (run with --repair)", len(bad))
+				for _, b := range obad {
+					fmt.Fprintf(g.out, "%s: kept %d files %d bytes, counted %d files %d bytes: %s\n",
+						ownerName(b.Kind, b.ID), b.Files, b.Bytes, b.CountFiles, b.CountBytes, verb)
+				}
+				if !checkOwner.given() {
+					fmt.Fprintf(g.out, "%d quotas checked, %d differ from a full count\n", n, len(bad))
+				}
+				if on > 0 || checkOwner.given() {
+					fmt.Fprintf(g.out, "%d user and group quotas checked, %d differ from a full count\n", on, len(obad))
+				}
+				if k := len(bad) + len(obad); k > 0 && !repair {
+					return fmt.Errorf("%d quotas differ from a full count (run with --repair)", k)
 				}
 				return nil
 			})
@@ -216,6 +272,11 @@ func newQuotaCmd(g *globals) *cobra.Command {
 	for _, c := range []*cobra.Command{set, get, ls, check} {
 		c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	}
+	setOwner.add(set, false)
+	getOwner.add(get, false)
+	lsOwner.add(ls, true)
+	rmOwner.add(rm, false)
+	checkOwner.add(check, true)
 	cmd.AddCommand(set, get, ls, rm, check)
 	return cmd
 }

@@ -66,3 +66,76 @@ func TestQuotaCommands(t *testing.T) {
 		t.Fatalf("second rm: %v", err)
 	}
 }
+
+func TestOwnerQuotaCommands(t *testing.T) {
+	_, addr := servertest.Start(t, server.Config{Storage: "file://" + t.TempDir()})
+	mustCanopy(t, addr, "mkdir", "-p", "/home/u")
+	mustCanopy(t, addr, "touch", "/home/u/a", "/home/u/b", "/home/u/c")
+	mustCanopy(t, addr, "chown", "1000:2000", "/home/u/a", "/home/u/b")
+	out := mustCanopy(t, addr, "quota", "set", "--uid", "1000", "--files", "2", "--bytes", "1KiB")
+	if !strings.Contains(out, "uid") || !strings.Contains(out, "1000") || !strings.Contains(out, "1KiB") {
+		t.Fatalf("quota set --uid printed:\n%s", out)
+	}
+	// A third node for uid 1000: refused, and the owner stays.
+	if _, err := canopy(t, addr, "chown", "1000", "/home/u/c"); err == nil || !strings.Contains(err.Error(), "disk quota exceeded") {
+		t.Fatalf("chown past the limit: %v", err)
+	}
+	mustCanopy(t, addr, "quota", "set", "--gid", "2000", "--files", "5")
+	var qs []ownerQuotaJSON
+	if err := json.Unmarshal([]byte(mustCanopy(t, addr, "quota", "get", "--uid", "1000", "--json")), &qs); err != nil {
+		t.Fatal(err)
+	}
+	if len(qs) != 1 || qs[0].Kind != "uid" || qs[0].ID != 1000 || qs[0].Files != 2 || qs[0].MaxFiles != 2 || qs[0].MaxBytes != 1024 {
+		t.Fatalf("quota get --uid: %+v", qs)
+	}
+	if err := json.Unmarshal([]byte(mustCanopy(t, addr, "quota", "ls", "--gid", "--json")), &qs); err != nil {
+		t.Fatal(err)
+	}
+	if len(qs) != 1 || qs[0].Kind != "gid" || qs[0].ID != 2000 || qs[0].Files != 2 {
+		t.Fatalf("quota ls --gid: %+v", qs)
+	}
+	// --files alone keeps the byte limit; moving a file away frees it.
+	mustCanopy(t, addr, "chown", "0", "/home/u/b")
+	mustCanopy(t, addr, "quota", "set", "--uid", "1000", "--files", "3")
+	if err := json.Unmarshal([]byte(mustCanopy(t, addr, "quota", "ls", "--uid=1000", "--json")), &qs); err != nil {
+		t.Fatal(err)
+	}
+	if len(qs) != 1 || qs[0].Files != 1 || qs[0].MaxFiles != 3 || qs[0].MaxBytes != 1024 {
+		t.Fatalf("quota ls --uid=1000: %+v", qs)
+	}
+	var chk quotaCheckJSON
+	if err := json.Unmarshal([]byte(mustCanopy(t, addr, "quota", "check", "--json")), &chk); err != nil {
+		t.Fatal(err)
+	}
+	if chk.OwnerQuotas != 2 || len(chk.OwnerMismatches) != 0 || chk.Quotas != 0 {
+		t.Fatalf("quota check: %+v", chk)
+	}
+	if out := mustCanopy(t, addr, "quota", "check", "--uid"); !strings.Contains(out, "2 user and group quotas checked, 0 differ") {
+		t.Fatalf("quota check --uid printed:\n%s", out)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"quota", "get", "--uid", "7"}, "no quota for uid 7"},
+		{[]string{"quota", "set", "--uid", "1000", "--files", "0", "--bytes", "0", "/nope"}, "/nope: no such file or directory"},
+		{[]string{"quota", "set", "--gid", "2000", "--files", "1"}, "quota below usage"},
+		{[]string{"quota", "set", "--uid", "x1", "--files", "1"}, `--uid "x1": not a number`},
+		{[]string{"quota", "set", "--uid", "1", "--gid", "1", "--files", "1"}, "give --uid or --gid, not both"},
+		{[]string{"quota", "set", "--uid", "1000"}, "quota set --uid 1000: give --files, --bytes or both"},
+		{[]string{"quota", "set", "--files", "1"}, "give a directory, --uid or --gid"},
+	} {
+		_, err := canopy(t, addr, c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("canopy %s: %v, want one line with %q", strings.Join(c.args, " "), err, c.want)
+		}
+	}
+	mustCanopy(t, addr, "quota", "rm", "--uid", "1000")
+	if _, err := canopy(t, addr, "quota", "rm", "--uid", "1000"); err == nil || !strings.Contains(err.Error(), "no quota for uid 1000") {
+		t.Fatalf("second rm: %v", err)
+	}
+	// The directory commands are as they were.
+	if err := json.Unmarshal([]byte(mustCanopy(t, addr, "quota", "ls", "--json")), &[]quotaJSON{}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -21,8 +21,10 @@ import (
 // the engine that wrote it would have, and two replicas that applied the
 // same operations write the same bytes whether or not one of them was
 // loaded from a checkpoint in between; version 06 adds the directory
-// quotas' limits after the data section (quota_checkpoint.go). Load reads
-// versions 04, 05 and 06.
+// quotas' limits after the data section (quota_checkpoint.go), and, as
+// optional last sections, the user and group quotas' limits
+// (quota_owner_checkpoint.go) and the intents of renames across
+// partitions (xrename_checkpoint.go). Load reads versions 04, 05 and 06.
 const (
 	checkpointMagic   = "CNPYNS06"
 	checkpointMagic05 = "CNPYNS05"
@@ -67,6 +69,7 @@ func (e *Engine) WriteCheckpoint(w io.Writer) error {
 	enc.tables(&e.tables)
 	enc.writeData(e)
 	enc.quotas(e.quota.list)
+	enc.ownerQuotas(e.oq.list)
 	enc.intents(e.xr.list)
 	enc.flush()
 	if enc.err != nil {
@@ -127,6 +130,7 @@ func load(r io.Reader, parallel bool) (*Engine, error) {
 	dec.readData(e)
 	if string(magic) == checkpointMagic {
 		dec.readQuotas(e)
+		dec.readOwnerQuotas(e)
 		dec.readIntents(e)
 	}
 	if dec.err != nil {

@@ -44,7 +44,7 @@ func (e *Engine) Clone(c Cred, src Ino, dstParent Ino, name string, now int64) (
 	if err != nil {
 		return Attr{}, err
 	}
-	q, err := e.checkCopy(p, d)
+	q, err := e.checkCopy(p, d, o)
 	if err != nil {
 		return Attr{}, err
 	}

@@ -130,15 +130,25 @@ func (e *Engine) mayCopy(c Cred, n *node) error {
 	return nil
 }
 
-// checkCopy checks that the plan's nodes fit in the inode numbers left
-// and under the quotas over directory d (returning the nearest of them).
-func (e *Engine) checkCopy(p *copyPlan, d *node) (Ino, error) {
+// checkCopy checks that the plan's nodes fit in the inode numbers left,
+// under the quotas over directory d (returning the nearest of them) and,
+// when the caller is to own the copy, under the caller's user and group
+// quotas. A copy that keeps the source's owners counts for them without
+// a check, as root's writes do.
+func (e *Engine) checkCopy(p *copyPlan, d *node, o copyOpts) (Ino, error) {
 	if e.next+p.nodes >= 1<<localBits {
 		return 0, syscall.ENOSPC
 	}
 	q := e.regionOf(d)
 	if err := e.quotaCheck(q, p.nodes, p.bytes); err != nil {
 		return 0, fmt.Errorf("copy of %d nodes and %d bytes: %w", p.nodes, p.bytes, err)
+	}
+	if e.ownerQuotasOn() && !o.keepOwner {
+		var od ownerDelta
+		od.node(e, o.c.UID, o.c.GID, int64(p.nodes), p.bytes)
+		if err := od.check(); err != nil {
+			return 0, fmt.Errorf("copy of %d nodes and %d bytes for %d:%d: %w", p.nodes, p.bytes, o.c.UID, o.c.GID, err)
+		}
 	}
 	return q, nil
 }
@@ -266,9 +276,10 @@ func (e *Engine) copyNode(src *node, parent Ino, q Ino, o copyOpts) uint32 {
 			x.parent = parent
 		}
 	}
-	if q != 0 && !n.isDir() {
-		e.quota.tags[n.Ino] = q
+	if !n.isDir() {
+		e.setRegion(n, q) // the source's region may be another quota's
 	}
+	e.ownerCreated(n)
 	return slot
 }
 

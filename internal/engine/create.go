@@ -49,12 +49,9 @@ func (e *Engine) prepareEntry(c Cred, parent Ino, name string) (*node, error) {
 func (e *Engine) newNode(c Cred, d *node, mode uint32, now int64) (uint32, *node) {
 	typ := mode & S_IFMT
 	mode = typ | mode&0o7777
-	gid := c.GID
-	if d.Mode&S_ISGID != 0 {
-		gid = e.gid(d)
-		if typ == S_IFDIR {
-			mode |= S_ISGID
-		}
+	gid := e.createGID(c, d)
+	if d.Mode&S_ISGID != 0 && typ == S_IFDIR {
+		mode |= S_ISGID
 	}
 	if typ != S_IFDIR && mode&(S_ISGID|0o010) == S_ISGID|0o010 && !c.IsRoot() && !c.InGroup(gid) {
 		mode &^= S_ISGID
@@ -81,7 +78,7 @@ func (e *Engine) MkdirMasked(c Cred, parent Ino, name string, mode, umask uint32
 	if e.next >= 1<<localBits {
 		return Attr{}, syscall.ENOSPC // the partition's inode numbers are used up
 	}
-	q, err := e.quotaCreate(d)
+	q, err := e.quotaCreateAs(c, d)
 	if err != nil {
 		return Attr{}, err
 	}
@@ -132,7 +129,7 @@ func (e *Engine) MknodMasked(c Cred, parent Ino, name string, mode, rdev, umask 
 	if (typ == S_IFCHR || typ == S_IFBLK) && !c.IsRoot() {
 		return Attr{}, syscall.EPERM
 	}
-	q, err := e.quotaCreate(d)
+	q, err := e.quotaCreateAs(c, d)
 	if err != nil {
 		return Attr{}, err
 	}
@@ -166,7 +163,7 @@ func (e *Engine) Symlink(c Cred, parent Ino, name, target string, now int64) (At
 	if e.next >= 1<<localBits {
 		return Attr{}, syscall.ENOSPC // the partition's inode numbers are used up
 	}
-	q, err := e.quotaCreate(d)
+	q, err := e.quotaCreateAs(c, d)
 	if err != nil {
 		return Attr{}, err
 	}
@@ -205,7 +202,7 @@ func (e *Engine) Link(c Cred, ino Ino, newParent Ino, newName string, now int64)
 	if n.Nlink >= MaxLinks {
 		return Attr{}, syscall.EMLINK
 	}
-	if e.regionOf(d) != e.tagOf(ino) {
+	if e.regionOf(d) != e.regionOfNode(n) {
 		return Attr{}, syscall.EXDEV // the links would lie under different quotas
 	}
 	n.Nlink++

@@ -27,6 +27,7 @@ import (
 //	garbage     the number of unused slices that follow
 //	slice       one unused slice
 //	quotas      the directory quotas' limits (quota_dump.go)
+//	owner_quotas  the user and group quotas' limits, if any (quota_owner_checkpoint.go)
 //
 // Names, targets and xattr values are JSON strings when they are valid
 // UTF-8 and {"b64": "..."} otherwise.
@@ -114,6 +115,8 @@ type jrec struct {
 
 	// quotas
 	Quotas []jquota `json:"quotas,omitempty"`
+	// owner_quotas
+	OwnerQuotas []jownerQuota `json:"owner_quotas,omitempty"`
 }
 
 type jxattr struct {
@@ -222,6 +225,7 @@ func CheckpointToJSON(r io.Reader, w io.Writer, records func(nodes uint64)) erro
 	put(d.jsonTables())
 	d.jsonData(put)
 	d.jsonQuotas(put)
+	d.jsonOwnerQuotas(put)
 	if d.err != nil {
 		return fmt.Errorf("%w: %w", ErrBadCheckpoint, d.err)
 	}
@@ -505,6 +509,16 @@ func JSONToCheckpoint(r io.Reader, w io.Writer, records func(nodes uint64)) erro
 	}
 	if err := jsonQuotasToCheckpoint(next, e); err != nil {
 		return err
+	}
+	if sc.Scan() { // the optional owner quotas
+		line++
+		rec := &jrec{}
+		if err := json.Unmarshal(sc.Bytes(), rec); err != nil {
+			return fmt.Errorf("%w: line %d: %w", ErrBadJSONDump, line, err)
+		}
+		if err := jsonOwnerQuotasToCheckpoint(rec, e); err != nil {
+			return fmt.Errorf("line %d: %w", line, err)
+		}
 	}
 	if sc.Scan() {
 		return fmt.Errorf("%w: line %d: records after the last", ErrBadJSONDump, line+1)

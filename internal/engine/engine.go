@@ -19,8 +19,9 @@ type Engine struct {
 	next uint64 // next local inode number to hand out
 	used uint64 // bytes in regular files, for Statfs
 
-	tables Tables     // the federation tables (partition 0 only); see tables.go
-	quota  quotaState // directory quotas; see quota.go
+	tables Tables          // the federation tables (partition 0 only); see tables.go
+	quota  quotaState      // directory quotas; see quota.go
+	oq     ownerQuotaState // user and group quotas; see quota_owner.go
 
 	trash trashState // the trash; see trash.go
 	snap  snapState  // the snapshots; see snapshot_state.go
@@ -203,7 +204,7 @@ func (e *Engine) dropLink(n *node, now int64) {
 	}
 	n.Ctime = now
 	if n.Nlink == 0 {
-		if e.quota.dirs != nil {
+		if e.quota.dirs != nil || e.ownerQuotasOn() {
 			e.quotaGone(n)
 		}
 		if n.Mode&S_IFMT == S_IFREG && (e.holdOrphans || e.opens[n.Ino] > 0) {

@@ -57,6 +57,7 @@ func (e *Engine) Freeze() *Frozen {
 		part: e.part, root: e.root, next: e.next, used: e.used,
 		tables:    e.tables,
 		quota:     quotaState{list: e.quota.list},
+		oq:        ownerQuotaState{list: e.oq.list},
 		xr:        xrenameState{list: e.xr.list},
 		nextSlice: e.nextSlice, pending: e.pending,
 		garbage: e.garbage, garbageSorted: e.garbageSorted,

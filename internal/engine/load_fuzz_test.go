@@ -69,6 +69,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add(seed)
 	f.Add(seed[:len(seed)/2])
 	f.Add(intentsSeed(f))
+	f.Add(ownerQuotasSeed(f))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		e, err := loadBoth(t, data) // parallel and serial agree
 		if err != nil {

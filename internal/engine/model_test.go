@@ -40,6 +40,7 @@ type modelVariant struct {
 	quotas  bool // directory quota ops in the mix
 	acls    bool // POSIX ACLs in the xattr ops
 	reload  int  // if not 0: reload the engine from its own checkpoint every reload steps
+	trash   bool // the trash on, and its ops in the mix
 }
 
 var modelVariants = []modelVariant{
@@ -57,6 +58,10 @@ var modelVariants = []modelVariant{
 	{name: "acls", names: model.Names, acls: true, seeds: 4},
 	{name: "acls-reload", names: model.Names, acls: true, quotas: true, reload: 7, seeds: 2},
 	{name: "acls-frozen", names: model.Names, acls: true, freeze: 3, seeds: 2},
+	{name: "trash", names: model.Names, trash: true, seeds: 4},
+	{name: "trash-quotas", names: model.Names, trash: true, quotas: true, seeds: 2},
+	{name: "trash-reload", names: model.Names, trash: true, quotas: true, reload: 7, seeds: 2},
+	{name: "trash-compact", names: model.WideNames, trash: true, compact: true, seeds: 2},
 }
 
 const (
@@ -100,7 +105,7 @@ func runModel(t *testing.T, v modelVariant, steps int) {
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			start := time.Now()
-			cfg := model.Config{Seed: seed, Steps: steps, Partition: modelPartition, T0: modelT0, Names: v.names, Quotas: v.quotas, ACLs: v.acls}
+			cfg := model.Config{Seed: seed, Steps: steps, Partition: modelPartition, T0: modelT0, Names: v.names, Quotas: v.quotas, ACLs: v.acls, Trash: v.trash}
 			newTarget := func() model.Target { return newVariantTarget(v) }
 			if f := model.Run(cfg, newTarget()); f != nil {
 				ops, g := model.Shrink(cfg, f.Ops, newTarget)
@@ -123,7 +128,7 @@ func replayModel(t *testing.T, v modelVariant, file string) {
 	if err != nil {
 		t.Fatalf("%s: %v", file, err)
 	}
-	cfg := model.Config{Partition: modelPartition, T0: modelT0, Names: v.names, Quotas: v.quotas, ACLs: v.acls}
+	cfg := model.Config{Partition: modelPartition, T0: modelT0, Names: v.names, Quotas: v.quotas, ACLs: v.acls, Trash: v.trash}
 	newTarget := func() model.Target { return newVariantTarget(v) }
 	if f := model.Replay(cfg, ops, newTarget()); f != nil {
 		shrunk, g := model.Shrink(cfg, ops, newTarget)
@@ -138,6 +143,7 @@ type engineTarget struct {
 	compact bool // pack every directory after every step
 	freeze  int  // if not 0: keep a freeze live, encoded on another goroutine, a new one every freeze steps
 	reload  int  // if not 0: replace the engine by one loaded from its checkpoint every reload steps
+	trash   bool // the trash on (its days are not in the checkpoint: set again on reload)
 
 	steps  int
 	frozen *Frozen
@@ -200,6 +206,9 @@ func (t *engineTarget) Check() error {
 		if err != nil {
 			return fmt.Errorf("reload: %w", err)
 		}
+		if t.trash {
+			e.SetTrashDays(1)
+		}
 		t.e = e
 	}
 	return nil
@@ -209,6 +218,9 @@ func (t *engineTarget) Check() error {
 func newVariantTarget(v modelVariant) *engineTarget {
 	t := newEngineTarget(v.compact, v.freeze)
 	t.reload = v.reload
+	if t.trash = v.trash; v.trash {
+		t.e.SetTrashDays(1)
+	}
 	return t
 }
 

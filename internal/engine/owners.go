@@ -7,6 +7,11 @@ import "fmt"
 // a file system has few distinct pairs. Pairs are counted, and an id whose
 // last node goes is reused. Id 0 is root's pair (0, 0) and is never
 // released. The ids are internal: checkpoints write uids and gids.
+//
+// A pair also carries the nearest directory quota over a non-directory
+// (its region, quota.go; 0 for directories and for nodes under no quota),
+// so that a file below a quota costs nothing more than one outside: there
+// are few distinct (uid, gid, region) triples too.
 type owners struct {
 	pairs []owner
 	refs  []uint64
@@ -14,16 +19,22 @@ type owners struct {
 	free  []uint32
 }
 
-type owner struct{ uid, gid uint32 }
+type owner struct {
+	uid, gid uint32
+	region   Ino // the nearest directory quota over a non-directory, or 0
+}
 
 // ref returns the id of (uid, gid), adding the pair if it is new, and
 // counts one more node holding it.
-func (o *owners) ref(uid, gid uint32) uint32 {
+func (o *owners) ref(uid, gid uint32) uint32 { return o.refIn(uid, gid, 0) }
+
+// refIn is ref for the triple (uid, gid, region).
+func (o *owners) refIn(uid, gid uint32, region Ino) uint32 {
 	if o.ids == nil {
 		o.pairs, o.refs = []owner{{}}, []uint64{0}
 		o.ids = map[owner]uint32{{}: 0}
 	}
-	p := owner{uid, gid}
+	p := owner{uid, gid, region}
 	id, ok := o.ids[p]
 	if !ok {
 		if k := len(o.free); k > 0 {
@@ -64,9 +75,9 @@ func (o *owners) get(id uint32) owner {
 func (e *Engine) uid(n *node) uint32 { return e.st.owners.get(n.own).uid }
 func (e *Engine) gid(n *node) uint32 { return e.st.owners.get(n.own).gid }
 
-// setOwner makes uid:gid n's owner and group.
+// setOwner makes uid:gid n's owner and group; its region stays.
 func (e *Engine) setOwner(n *node, uid, gid uint32) {
-	id := e.st.owners.ref(uid, gid)
+	id := e.st.owners.refIn(uid, gid, e.st.owners.get(n.own).region)
 	e.st.owners.unref(n.own)
 	n.own = id
 }

@@ -18,10 +18,12 @@ import (
 // quota, and costs one map test per ancestor while quotas exist and one
 // compare when none does. A non-directory has no parent of its own, so
 // every non-directory below some quota keeps a tag: the nearest directory
-// with a quota above it (quotaState.tags). For the tag to be one, all the
-// links of a node lie below the same nearest quota: a link or a rename
-// that would put links of one node under different quotas fails with
-// EXDEV, as it would between two file systems.
+// with a quota above it, its region. The region is part of the node's
+// interned owner triple (owners.go), so it costs no memory per file: the
+// 4-byte owner id every node has names it. For the region to be one, all
+// the links of a node lie below the same nearest quota: a link or a
+// rename that would put links of one node under different quotas fails
+// with EXDEV, as it would between two file systems.
 //
 // What is logged is setting and removing a quota; the usage and the tags
 // are a function of the tree and the quotas, so a checkpoint holds only the
@@ -60,7 +62,6 @@ type quotaUse struct {
 // and never changed in place.
 type quotaState struct {
 	dirs map[Ino]*quotaUse // by directory; nil when there is no quota
-	tags map[Ino]Ino       // non-directories below a quota: the nearest directory with one
 	list []QuotaLimit      // the limits, by directory, for checkpoints
 
 	stale bool // loaded, and the usage and tags not counted yet (checkQuotas counts them)
@@ -96,12 +97,11 @@ func (e *Engine) SetQuota(c Cred, ino Ino, maxFiles, maxBytes uint64) (Quota, er
 	}
 	if e.quota.dirs == nil {
 		e.quota.dirs = make(map[Ino]*quotaUse)
-		e.quota.tags = make(map[Ino]Ino)
 	}
 	u := &quotaUse{QuotaLimit: lim, files: files, bytes: bytes}
 	e.quota.dirs[ino] = u
 	for _, slot := range region {
-		e.quota.tags[e.peekAt(slot).Ino] = ino
+		e.setRegion(e.at(slot), ino)
 	}
 	e.replaceQuotaList()
 	return u.quota(), nil
@@ -137,7 +137,7 @@ func (e *Engine) RemoveQuota(c Cred, ino Ino) error {
 		up = e.nearestQuota(e.parentOf(d))
 	}
 	for _, slot := range region {
-		e.retag(e.peekAt(slot).Ino, up)
+		e.setRegion(e.at(slot), up)
 	}
 	e.dropQuota(ino)
 	return nil
@@ -209,7 +209,7 @@ func (e *Engine) QuotaOver(ino Ino) (Quota, bool) {
 	if n == nil {
 		return Quota{}, false
 	}
-	q := e.quota.tags[ino]
+	q := e.regionOfNode(n)
 	if n.isDir() {
 		q = e.nearestQuota(ino)
 	}
@@ -265,22 +265,20 @@ func (e *Engine) regionOf(d *node) Ino {
 	return e.nearestQuota(d.Ino)
 }
 
-// tagOf returns the nearest quota over the non-directory ino, or 0.
-func (e *Engine) tagOf(ino Ino) Ino {
-	if e.quota.tags == nil {
-		return 0
-	}
-	return e.quota.tags[ino]
-}
+// regionOfNode returns the nearest quota over the non-directory n (its
+// region), or 0.
+func (e *Engine) regionOfNode(n *node) Ino { return e.st.owners.get(n.own).region }
 
-// retag records q as the nearest quota over the non-directory ino (none
-// when q is 0).
-func (e *Engine) retag(ino Ino, q Ino) {
-	if q == 0 {
-		delete(e.quota.tags, ino)
-	} else {
-		e.quota.tags[ino] = q
+// setRegion records q as the nearest quota over the non-directory n (none
+// when q is 0); n must have been fetched for writing.
+func (e *Engine) setRegion(n *node, q Ino) {
+	o := e.st.owners.get(n.own)
+	if o.region == q {
+		return
 	}
+	id := e.st.owners.refIn(o.uid, o.gid, q)
+	e.st.owners.unref(n.own)
+	n.own = id
 }
 
 // each calls fn for the quota q and every quota above it, nearest first.
@@ -338,18 +336,23 @@ func (e *Engine) quotaCreate(d *node) (Ino, error) {
 
 // quotaCreated counts the new node n under q.
 func (e *Engine) quotaCreated(q Ino, n *node) {
+	e.ownerCreated(n)
 	if q == 0 {
 		return
 	}
 	e.quotaAdd(q, 1, 0)
 	if !n.isDir() {
-		e.quota.tags[n.Ino] = q
+		e.setRegion(n, q)
 	}
 }
 
 // quotaGone uncounts n, whose last link is gone: a directory's quota goes
 // with it.
 func (e *Engine) quotaGone(n *node) {
+	e.ownerGone(n)
+	if e.quota.dirs == nil {
+		return
+	}
 	if n.isDir() {
 		if _, ok := e.quota.dirs[n.Ino]; ok {
 			e.dropQuota(n.Ino)
@@ -360,11 +363,11 @@ func (e *Engine) quotaGone(n *node) {
 		e.quotaAdd(e.nearestQuota(e.parentOf(n)), -1, 0)
 		return
 	}
-	q := e.quota.tags[n.Ino]
+	q := e.regionOfNode(n)
 	if q == 0 {
 		return
 	}
-	delete(e.quota.tags, n.Ino)
+	e.setRegion(n, 0)
 	e.quotaAdd(q, -1, -int64(bytesOf(n)))
 }
 
@@ -376,18 +379,34 @@ func bytesOf(n *node) uint64 {
 	return 0
 }
 
-// quotaGrow checks that regular file n may grow to size and returns its
-// nearest quota (0 when none is over it).
+// quotaGrow checks that regular file n may grow to size under its owner's
+// and group's quotas and under the directory quotas, and returns its
+// nearest directory quota (0 when none is over it).
 func (e *Engine) quotaGrow(n *node, size uint64) (Ino, error) {
-	q := e.tagOf(n.Ino)
+	if err := e.ownerGrow(n, size); err != nil {
+		return 0, err
+	}
+	return e.quotaGrowDir(n, size)
+}
+
+// quotaGrowDir is quotaGrow for the directory quotas only.
+func (e *Engine) quotaGrowDir(n *node, size uint64) (Ino, error) {
+	q := e.regionOfNode(n)
 	if q == 0 || size <= n.Size {
 		return q, nil
 	}
 	return q, e.quotaCheck(q, 0, size-n.Size)
 }
 
-// quotaResized counts regular file n's size change from old under q.
+// quotaResized counts regular file n's size change from old for its
+// owner and group and under q.
 func (e *Engine) quotaResized(q Ino, n *node, old uint64) {
+	e.ownerResized(n, old)
+	e.quotaResizedDir(q, n, old)
+}
+
+// quotaResizedDir is quotaResized for the directory quotas only.
+func (e *Engine) quotaResizedDir(q Ino, n *node, old uint64) {
 	if q != 0 {
 		e.quotaAdd(q, 0, int64(n.Size)-int64(old))
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 )
 
@@ -47,4 +48,47 @@ func BenchmarkCreateUnderQuota(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkQuotaTagMemory reports the heap a file costs below a directory
+// quota against the same files with no quota, built in the same engine
+// layout: the difference is what the quota costs per file (the quota tag
+// cost). Each round builds b.N files in directories of 1,000.
+func BenchmarkQuotaTagMemory(b *testing.B) {
+	build := func(quota bool, n int) float64 {
+		e := New(1, 1)
+		top, err := e.Mkdir(Root, e.Root(), "top", 0o755, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if quota {
+			if _, err := e.SetQuota(Root, top.Ino, 1<<40, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+		before := heapInUse()
+		var dir Ino
+		for i := range n {
+			if i%1000 == 0 {
+				d, err := e.Mkdir(Root, top.Ino, fmt.Sprint("d", i/1000), 0o755, 1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				dir = d.Ino
+			}
+			if _, err := e.Mknod(Root, dir, fmt.Sprintf("f%05d", i%1000), S_IFREG|0o644, 0, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+		per := float64(int64(heapInUse())-int64(before)) / float64(n)
+		runtime.KeepAlive(e)
+		return per
+	}
+	n := max(b.N, 100_000)
+	b.ResetTimer()
+	plain := build(false, n)
+	under := build(true, n)
+	b.ReportMetric(plain, "B/file")
+	b.ReportMetric(under, "B/file-quota")
+	b.ReportMetric(under-plain, "B/tag")
 }

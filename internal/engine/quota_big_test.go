@@ -11,10 +11,12 @@ import (
 var flagQuotaFiles = flag.Int("quota.files", 20_000, "TestQuotaCheckAgreesWithRecount: files in the tree (1000000 for the full run)")
 
 // TestQuotaCheckAgreesWithRecount builds a tree of -quota.files files (a
-// thousand to a directory, three levels of nested quotas), changes it at
-// random (sizes, renames across the quotas, removals), and requires every
-// quota's kept usage to equal both the check's full count and the content
-// summary, an independent walk.
+// thousand to a directory, three levels of nested quotas, a third of the
+// files owned by uid 1000 under a user quota and all in group 0 under a
+// group quota), changes it at random (sizes, renames across the quotas,
+// removals, chowns), and requires every quota's kept usage to equal both
+// the check's full count and an independent one: the content summary for
+// directory quotas, the files' attributes for the user and group quotas.
 func TestQuotaCheckAgreesWithRecount(t *testing.T) {
 	nfiles := *flagQuotaFiles
 	e := New(4, 1)
@@ -50,10 +52,19 @@ func TestQuotaCheckAgreesWithRecount(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.SetAttr(credRoot, a.Ino, SetAttr{Valid: SetSize, Size: uint64(rng.Intn(10000))}, now); err != nil {
+		s := SetAttr{Valid: SetSize, Size: uint64(rng.Intn(10000))}
+		if i%3 == 0 {
+			s.Valid, s.UID = s.Valid|SetUID, 1000
+		}
+		if _, err := e.SetAttr(credRoot, a.Ino, s, now); err != nil {
 			t.Fatal(err)
 		}
 		files, fileDirs, names = append(files, a.Ino), append(fileDirs, d), append(names, name)
+	}
+	for _, kind := range []QuotaKind{QuotaUser, QuotaGroup} {
+		if _, err := e.SetOwnerQuota(credRoot, kind, map[QuotaKind]uint32{QuotaUser: 1000, QuotaGroup: 0}[kind], 0, 0); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Logf("%d files built in %v", nfiles, time.Since(start).Round(time.Millisecond))
 	// Quotas on every group and on every other directory, set once the
@@ -73,7 +84,11 @@ func TestQuotaCheckAgreesWithRecount(t *testing.T) {
 	for range nfiles / 10 {
 		now++
 		k := rng.Intn(len(files))
-		switch rng.Intn(3) {
+		switch rng.Intn(4) {
+		case 3:
+			if _, err := e.SetAttr(credRoot, files[k], SetAttr{Valid: SetUID, UID: uint32(rng.Intn(2)) * 1000}, now); err != nil {
+				t.Fatal(err)
+			}
 		case 0:
 			if _, err := e.SetAttr(credRoot, files[k], SetAttr{Valid: SetSize, Size: uint64(rng.Intn(20000))}, now); err != nil {
 				t.Fatal(err)
@@ -105,6 +120,26 @@ func TestQuotaCheckAgreesWithRecount(t *testing.T) {
 		t.Fatalf("check: %v %+v", err, bad)
 	}
 	t.Logf("check of %d quotas over %d files in %v", len(e.Quotas()), len(files), time.Since(start).Round(time.Millisecond))
+	start = time.Now()
+	if bad := e.CheckOwnerQuotas(); len(bad) > 0 {
+		t.Fatalf("owner check: %+v", bad)
+	}
+	t.Logf("check of the user and group quotas over %d files in %v", len(files), time.Since(start).Round(time.Millisecond))
+	var userFiles, userBytes uint64
+	for _, ino := range files {
+		if a, err := e.GetAttr(ino); err != nil {
+			t.Fatal(err)
+		} else if a.UID == 1000 {
+			userFiles++
+			userBytes += a.Size
+		}
+	}
+	if q, _ := e.GetOwnerQuota(QuotaUser, 1000); q.Files != userFiles || q.Bytes != userBytes {
+		t.Fatalf("user quota %+v, the files of uid 1000 are %d with %d bytes", q, userFiles, userBytes)
+	}
+	if q, _ := e.GetOwnerQuota(QuotaGroup, 0); q.Files != uint64(e.Len()) || q.Bytes != e.Statfs().UsedBytes {
+		t.Fatalf("group quota %+v, the partition has %d nodes and %d bytes", q, e.Len(), e.Statfs().UsedBytes)
+	}
 	for _, q := range e.Quotas() {
 		s, err := e.Summary(credRoot, q.Dir)
 		if err != nil {

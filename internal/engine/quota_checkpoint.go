@@ -43,7 +43,7 @@ func (d *decoder) readQuotas(e *Engine) {
 	if d.err != nil || len(list) == 0 {
 		return
 	}
-	e.quota = quotaState{dirs: make(map[Ino]*quotaUse, len(list)), tags: make(map[Ino]Ino), list: list}
+	e.quota = quotaState{dirs: make(map[Ino]*quotaUse, len(list)), list: list}
 	for _, q := range list {
 		if n := e.st.peek(q.Dir); n == nil || !n.isDir() {
 			d.err = fmt.Errorf("quota on %d, which is not a directory", q.Dir)
@@ -68,10 +68,30 @@ func (e *Engine) rebuildQuotas() error {
 			return fmt.Errorf("quota on %d: a node below has links outside: %w", q.Dir, err)
 		}
 		for _, slot := range region {
-			e.quota.tags[e.peekAt(slot).Ino] = q.Dir
+			e.setRegion(e.at(slot), q.Dir)
 		}
 	}
 	return nil
+}
+
+// clearRegions sets every node's region to none.
+func (e *Engine) clearRegions() {
+	for slot := uint32(1); slot < e.st.nodes.next; slot++ {
+		if n := e.peekAt(slot); n.Ino != 0 && e.regionOfNode(n) != 0 {
+			e.setRegion(e.at(slot), 0)
+		}
+	}
+}
+
+// regionCount returns the nodes that have a region.
+func (e *Engine) regionCount() int {
+	k := 0
+	for slot := uint32(1); slot < e.st.nodes.next; slot++ {
+		if n := e.peekAt(slot); n.Ino != 0 && e.regionOfNode(n) != 0 {
+			k++
+		}
+	}
+	return k
 }
 
 // countBelow counts the nodes and bytes below directory dir by walking its
@@ -133,19 +153,28 @@ func (e *Engine) RepairQuotas(c Cred) ([]QuotaMismatch, error) {
 	if err != nil || e.quota.dirs == nil {
 		return bad, err
 	}
-	clear(e.quota.tags)
+	e.clearRegions()
 	return bad, e.rebuildQuotas()
 }
 
 // errQuota reports a quota invariant that does not hold.
 var errQuota = errors.New("quota")
 
-// checkQuotas is the invariant check's part for quotas: every quota is on
-// a directory, the list and the map agree, every usage equals a full count
-// and every tag is the nearest quota over its node.
+// checkQuotas is the invariant check's part for quotas: the directory
+// quotas' and the owner quotas' (checkOwnerQuotas).
 func (e *Engine) checkQuotas() error {
+	if err := e.checkDirQuotas(); err != nil {
+		return err
+	}
+	return e.checkOwnerQuotas()
+}
+
+// checkDirQuotas is the invariant check's part for directory quotas:
+// every quota is on a directory, the list and the map agree, every usage
+// equals a full count and every tag is the nearest quota over its node.
+func (e *Engine) checkDirQuotas() error {
 	if e.quota.dirs == nil {
-		if len(e.quota.list) > 0 || len(e.quota.tags) > 0 {
+		if len(e.quota.list) > 0 || e.regionCount() > 0 {
 			return fmt.Errorf("%w: a list or tags without quotas", errQuota)
 		}
 		return nil
@@ -183,14 +212,14 @@ func (e *Engine) checkQuotas() error {
 		}
 		for _, slot := range region {
 			ino := e.peekAt(slot).Ino
-			if got := e.quota.tags[ino]; got != q.Dir {
+			if got := e.regionOfNode(e.peekAt(slot)); got != q.Dir {
 				return fmt.Errorf("%w: node %d tagged %d, nearest quota %d", errQuota, ino, got, q.Dir)
 			}
 		}
 		want += len(region)
 	}
-	if len(e.quota.tags) != want {
-		return fmt.Errorf("%w: %d tags, %d nodes below quotas", errQuota, len(e.quota.tags), want)
+	if got := e.regionCount(); got != want {
+		return fmt.Errorf("%w: %d tags, %d nodes below quotas", errQuota, got, want)
 	}
 	return nil
 }

@@ -97,10 +97,10 @@ func (m *quotaMove) apply(e *Engine) {
 	e.quotaAdd(m.from, -int64(m.files), -int64(m.bytes))
 	e.quotaAdd(m.to, int64(m.files), int64(m.bytes))
 	if m.self != 0 {
-		e.retag(m.self, m.to)
+		e.setRegion(e.node(m.self), m.to)
 	}
 	for _, slot := range m.region {
-		e.retag(e.peekAt(slot).Ino, m.to)
+		e.setRegion(e.at(slot), m.to)
 	}
 }
 

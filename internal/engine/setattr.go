@@ -28,10 +28,15 @@ func (e *Engine) SetAttr(c Cred, ino Ino, s SetAttr, now int64) (Attr, error) {
 	}
 	var q Ino
 	if s.Valid&SetSize != 0 {
-		if q, err = e.quotaGrow(n, s.Size); err != nil {
+		if q, err = e.quotaGrowDir(n, s.Size); err != nil {
 			return Attr{}, err
 		}
 	}
+	od, err := e.ownerSetAttr(n, s)
+	if err != nil {
+		return Attr{}, err
+	}
+	defer od.apply()
 	a := n
 	oldGID := e.gid(a)
 	if s.Valid&(SetUID|SetGID) != 0 {
@@ -62,7 +67,7 @@ func (e *Engine) SetAttr(c Cred, ino Ino, s SetAttr, now int64) (Attr, error) {
 		e.used += s.Size - a.Size
 		old := a.Size
 		a.Size = s.Size
-		e.quotaResized(q, a, old)
+		e.quotaResizedDir(q, a, old)
 		a.Mtime = now
 		if !c.IsRoot() {
 			e.killSetID(c, a, e.gid(a))

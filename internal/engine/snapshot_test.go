@@ -366,3 +366,22 @@ func TestSnapshotCheckFindsDamage(t *testing.T) {
 		t.Fatal("Check passed a wrong range")
 	}
 }
+
+// TestCloneOwnerQuota: a copy the caller is to own counts against the
+// caller's user quota, and is refused whole when it would pass the limit.
+func TestCloneOwnerQuota(t *testing.T) {
+	e, want := trashTree(t)
+	now := trashHour + 1
+	q := get(e.Mkdir(credRoot, e.Root(), "q", 0o777, now))
+	get(e.SetOwnerQuota(credRoot, QuotaUser, credU1.UID, 12, 0))
+	mustOwnerQuota(t, e, QuotaUser, credU1.UID, 5, 10) // /a's five nodes
+	get(e.Clone(credU1, want["/a"].Ino, q.Ino, "a1", now))
+	mustOwnerQuota(t, e, QuotaUser, credU1.UID, 10, 20)
+	_, err := e.Clone(credU1, want["/a"].Ino, q.Ino, "a2", now)
+	wantErrno(t, "clone past the user quota", err, syscall.EDQUOT)
+	mustOwnerQuota(t, e, QuotaUser, credU1.UID, 10, 20)
+	if _, err := e.Resolve(credRoot, "/q/a2", false); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("a refused clone left %v", err)
+	}
+	mustCheck(t, e)
+}

@@ -620,16 +620,17 @@ func (e *Engine) arrive(d *node, img *XNode, now int64) uint32 {
 		q := e.regionOf(d)
 		if q != 0 {
 			e.quotaAdd(q, 1, int64(bytesOf(n)))
-			e.quota.tags[n.Ino] = q
+			e.setRegion(n, q)
 		}
 	}
+	e.ownerCreated(n)
 	return slot
 }
 
 // depart frees non-directory n, whose one entry the caller removed or
 // replaced, without dropping its slices: another partition holds them now.
 func (e *Engine) depart(n *node) {
-	if e.quota.dirs != nil {
+	if e.quota.dirs != nil || e.ownerQuotasOn() {
 		e.quotaGone(n)
 	}
 	if n.Mode&S_IFMT == S_IFREG {

@@ -47,6 +47,7 @@ type Generator struct {
 	first  bool
 	quotas bool
 	acls   bool
+	trash  bool
 }
 
 // GenConfig shapes a generator's stream.
@@ -63,11 +64,14 @@ type GenConfig struct {
 	// ACLs makes some xattr ops set, get and remove POSIX ACLs (acl.go),
 	// with the same promise.
 	ACLs bool
+	// Trash adds the trash ops to the mix and keeps the other ops out of
+	// the trash's own directories (the same promise again).
+	Trash bool
 }
 
 // NewGenerator returns the generator for seed, reading the tree of o.
 func NewGenerator(seed int64, o *Oracle, cfg GenConfig) *Generator {
-	g := &Generator{rng: rand.New(rand.NewSource(seed)), o: o, names: cfg.Names, allow: cfg.Allow, first: true, quotas: cfg.Quotas, acls: cfg.ACLs}
+	g := &Generator{rng: rand.New(rand.NewSource(seed)), o: o, names: cfg.Names, allow: cfg.Allow, first: true, quotas: cfg.Quotas, acls: cfg.ACLs, trash: cfg.Trash}
 	if g.names == nil {
 		g.names = Names
 	}
@@ -86,6 +90,9 @@ func (g *Generator) Next() Op {
 	}
 	for i := 0; ; i++ {
 		op := g.random()
+		if g.trash && g.o.touchesTrash(op) && i < 1000 {
+			continue
+		}
 		if g.allow == nil || g.allow(op) || i == 1000 {
 			return op
 		}
@@ -199,6 +206,9 @@ func (g *Generator) mode(modes []uint32) uint32 {
 func (g *Generator) random() Op {
 	if g.quotas && g.chance(8) {
 		return g.quota()
+	}
+	if g.trash && g.chance(6) {
+		return g.trashOp()
 	}
 	c := g.cred()
 	switch w := g.pick(100); {

@@ -204,6 +204,8 @@ func Apply(ns Namespace, op Op, now int64) (Result, error) {
 		err = ns.RemoveXattr(c, op.Ino, op.Name, now)
 	case KQuotaSet, KQuotaGet, KQuotaRm:
 		asRoot(func(ino Ino) { r.Text, err = applyQuota(ns, op, ino) })
+	case KTrashLs, KTrashRestore, KTrashPurge:
+		r.Text, err = applyTrash(ns, op, now)
 	default:
 		return Result{}, fmt.Errorf("%w: unknown operation %q", ErrSyntax, op.Kind)
 	}

@@ -58,6 +58,11 @@ const (
 	KQuotaSet Kind = "quota.set" // Path, Files, Bytes
 	KQuotaGet Kind = "quota.get" // Path
 	KQuotaRm  Kind = "quota.rm"  // Path
+
+	// The trash (trash.go), as root or as the caller.
+	KTrashLs      Kind = "trash.ls"      //
+	KTrashRestore Kind = "trash.restore" // Name (the hour), Name2 (the entry; "": the whole hour)
+	KTrashPurge   Kind = "trash.purge"   // Flags (1: every hour; 0: the hours ended by now)
 )
 
 // Kinds lists every operation kind.
@@ -69,6 +74,7 @@ var Kinds = []Kind{
 	KUnlinkIno, KRmdirIno, KRenameIno, KReadlinkIno, KSetAttrIno,
 	KListXattrIno, KGetXattrIno, KSummaryIno, KReaddirIno, KRemoveXattrIno,
 	KQuotaSet, KQuotaGet, KQuotaRm,
+	KTrashLs, KTrashRestore, KTrashPurge,
 }
 
 // InodeLevel reports whether k names nodes by inode number.

@@ -38,6 +38,7 @@ type Oracle struct {
 	root       Ino
 	nodes      map[Ino]*node
 	quotas     map[Ino]Quota // directory quotas' limits (quota.go)
+	trash      bool          // removals keep what they would free (trash.go)
 }
 
 // New returns the namespace of partition p as mkfs leaves it: an empty

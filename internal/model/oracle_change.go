@@ -200,6 +200,9 @@ func (m *Oracle) Unlink(c Cred, parent Ino, name string, now int64) error {
 	if v.dir() {
 		return syscall.EISDIR
 	}
+	if m.toTrash(d, name, v, now) {
+		return nil
+	}
 	delete(d.ents, name)
 	d.mtime, d.ctime = now, now
 	v.ctime = now
@@ -222,6 +225,9 @@ func (m *Oracle) Rmdir(c Cred, parent Ino, name string, now int64) error {
 	}
 	if len(v.ents) > 0 && m.bug != bugRmdirNonEmpty {
 		return syscall.ENOTEMPTY
+	}
+	if m.toTrash(d, name, v, now) {
+		return nil
 	}
 	delete(d.ents, name)
 	d.mtime, d.ctime = now, now
@@ -341,6 +347,9 @@ func (m *Oracle) Rename(c Cred, parent Ino, name string, newParent Ino, newName 
 			dst.parent = od.ino
 		}
 	} else {
+		if dst != nil && !dst.dir() && m.toTrash(nd, newName, dst, now) {
+			dst = nil // the target went to the trash
+		}
 		delete(od.ents, name)
 		nd.ents[newName] = src.ino
 		if dst != nil {

@@ -31,6 +31,10 @@ type Config struct {
 	Quotas bool
 	// ACLs adds POSIX ACLs to the xattr ops of the generated stream.
 	ACLs bool
+	// Trash turns the oracle's trash on and adds the trash ops to the
+	// generated stream; the target must implement TrashNamespace and
+	// have its trash on.
+	Trash bool
 	// Allow restricts the op mix to what the target can express, both in
 	// the generated stream and in the tree checks.
 	Allow func(Op) bool
@@ -126,7 +130,7 @@ func (f *Failure) Signature() string {
 func Run(cfg Config, t Target) *Failure {
 	cfg.defaults()
 	o := cfg.newOracle()
-	g := NewGenerator(cfg.Seed, o, GenConfig{Names: cfg.Names, Allow: cfg.Allow, Quotas: cfg.Quotas, ACLs: cfg.ACLs})
+	g := NewGenerator(cfg.Seed, o, GenConfig{Names: cfg.Names, Allow: cfg.Allow, Quotas: cfg.Quotas, ACLs: cfg.ACLs, Trash: cfg.Trash})
 	i := 0
 	return run(cfg, o, t, func() (Op, bool) {
 		i++
@@ -149,10 +153,12 @@ func Replay(cfg Config, ops []Op, t Target) *Failure {
 }
 
 func (c *Config) newOracle() *Oracle {
+	o := New(c.Partition, c.T0)
 	if c.oracle != nil {
-		return c.oracle(c.Partition, c.T0)
+		o = c.oracle(c.Partition, c.T0)
 	}
-	return New(c.Partition, c.T0)
+	o.SetTrash(c.Trash)
+	return o
 }
 
 // runState is one run's oracle, target and record.

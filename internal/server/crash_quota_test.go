@@ -9,9 +9,10 @@ import (
 )
 
 // TestCrashWithQuotas is the crash test with directory quotas on the root
-// and on every worker's directory: after every restart the usage the
-// server keeps equals a fresh count of its tree (QUOTA_CHECK) and the
-// number of nodes the workers' models hold.
+// and on every worker's directory, and user and group quotas on root's
+// uid and gid: after every restart the usage the server keeps equals a
+// fresh count of its tree (QUOTA_CHECK, OWNER_QUOTA_CHECK) and the number
+// of nodes the workers' models hold.
 func TestCrashWithQuotas(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills and restarts a server 10 times")
@@ -27,6 +28,11 @@ func setCrashQuotas(t *testing.T, c *client.Client, ws []*crashWorker) {
 	ctx := context.Background()
 	if _, err := c.SetQuota(ctx, "/", 1<<40, 0); err != nil {
 		t.Fatal(err)
+	}
+	for _, kind := range []uint32{client.QuotaUser, client.QuotaGroup} {
+		if _, err := c.SetOwnerQuota(ctx, "/", kind, 0, 1<<40, 1<<50); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, w := range ws {
 		if _, err := c.SetQuota(ctx, w.root(), 1<<30, 1<<40); err != nil {
@@ -64,6 +70,20 @@ func checkCrashQuotas(c *client.Client, ws []*crashWorker) error {
 	}
 	if q.Files != total {
 		return fmt.Errorf("quota of /: %d files, the workers' quotas add up to %d", q.Files, total)
+	}
+	n, obad, err := c.CheckOwnerQuotas(ctx, "/", false)
+	if err != nil || n != 2 || len(obad) > 0 {
+		return fmt.Errorf("owner quota check: %d quotas, mismatches %+v, %v", n, obad, err)
+	}
+	// Root owns every node: the root directory and all below it.
+	for _, kind := range []uint32{client.QuotaUser, client.QuotaGroup} {
+		oq, err := c.GetOwnerQuota(ctx, "/", kind, 0)
+		if err != nil {
+			return fmt.Errorf("owner quota %d of 0: %w", kind, err)
+		}
+		if oq.Files != total+1 {
+			return fmt.Errorf("owner quota %d of 0: %d files, the tree has %d nodes", kind, oq.Files, total+1)
+		}
 	}
 	return nil
 }

@@ -203,6 +203,8 @@ func dispatch(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Message, n
 		return dispatchTables(e, c, m, req)
 	case pb.Method_QUOTA_SET, pb.Method_QUOTA_GET, pb.Method_QUOTA_LIST, pb.Method_QUOTA_REMOVE, pb.Method_QUOTA_CHECK, pb.Method_QUOTA_REPAIR:
 		return dispatchQuota(e, c, m, req)
+	case pb.Method_OWNER_QUOTA_SET, pb.Method_OWNER_QUOTA_LIST, pb.Method_OWNER_QUOTA_REMOVE, pb.Method_OWNER_QUOTA_CHECK, pb.Method_OWNER_QUOTA_REPAIR:
+		return dispatchOwnerQuota(e, c, m, req)
 	case pb.Method_TRASH_LIST, pb.Method_TRASH_RESTORE, pb.Method_TRASH_PURGE:
 		return dispatchTrash(e, c, m, req, now)
 	case pb.Method_SNAPSHOT_CREATE, pb.Method_SNAPSHOT_LIST, pb.Method_SNAPSHOT_REMOVE, pb.Method_SNAPSHOT_DIFF, pb.Method_CLONE:

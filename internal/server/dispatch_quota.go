@@ -101,3 +101,92 @@ func quotaPB(e *engine.Engine, q engine.Quota) *pb.Quota {
 	p, _ := e.DirPath(q.Dir)
 	return &pb.Quota{Dir: uint64(q.Dir), Path: p, MaxFiles: q.MaxFiles, MaxBytes: q.MaxBytes, Files: q.Files, Bytes: q.Bytes}
 }
+
+// dispatchOwnerQuota applies the user and group quota calls
+// (OWNER_QUOTA_SET to OWNER_QUOTA_REPAIR). The node the call names only
+// picks the partition, but must exist. Like every dispatch it runs on the
+// apply loop only.
+func dispatchOwnerQuota(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Message) (proto.Message, error) {
+	if m == pb.Method_OWNER_QUOTA_SET {
+		r := req.(*pb.OwnerQuotaSetRequest)
+		if _, err := node(e, c, r.Ino, r.Path, true); err != nil {
+			return nil, err
+		}
+		kind, err := quotaKind(r.Kind)
+		if err != nil {
+			return nil, err
+		}
+		q, err := e.SetOwnerQuota(c, kind, r.Id, r.MaxFiles, r.MaxBytes)
+		if err != nil {
+			return nil, err
+		}
+		return &pb.OwnerQuotaReply{Quota: ownerQuotaPB(q)}, nil
+	}
+	r := req.(*pb.OwnerQuotaRequest)
+	if _, err := node(e, c, r.Ino, r.Path, true); err != nil {
+		return nil, err
+	}
+	switch m {
+	case pb.Method_OWNER_QUOTA_LIST:
+		out := &pb.OwnerQuotaListReply{}
+		if r.Kind == 0 {
+			for _, q := range e.OwnerQuotas() {
+				out.Quotas = append(out.Quotas, ownerQuotaPB(q))
+			}
+			return out, nil
+		}
+		kind, err := quotaKind(r.Kind)
+		if err != nil {
+			return nil, err
+		}
+		q, err := e.GetOwnerQuota(kind, r.Id)
+		if err != nil {
+			return nil, err
+		}
+		out.Quotas = append(out.Quotas, ownerQuotaPB(q))
+		return out, nil
+	case pb.Method_OWNER_QUOTA_REMOVE:
+		kind, err := quotaKind(r.Kind)
+		if err != nil {
+			return nil, err
+		}
+		return nil, e.RemoveOwnerQuota(c, kind, r.Id)
+	case pb.Method_OWNER_QUOTA_CHECK, pb.Method_OWNER_QUOTA_REPAIR:
+		n := uint32(len(e.OwnerQuotas()))
+		var bad []engine.OwnerQuotaMismatch
+		if m == pb.Method_OWNER_QUOTA_REPAIR {
+			var err error
+			if bad, err = e.RepairOwnerQuotas(c); err != nil {
+				return nil, err
+			}
+		} else {
+			bad = e.CheckOwnerQuotas()
+		}
+		out := &pb.OwnerQuotaCheckReply{Quotas: n}
+		for _, b := range bad {
+			q := engine.OwnerQuota{OwnerQuotaLimit: engine.OwnerQuotaLimit{Kind: b.Kind, ID: b.ID}, Files: b.Files, Bytes: b.Bytes}
+			if lim, err := e.GetOwnerQuota(b.Kind, b.ID); err == nil {
+				q.OwnerQuotaLimit = lim.OwnerQuotaLimit
+			}
+			out.Mismatches = append(out.Mismatches, &pb.OwnerQuotaMismatch{
+				Quota: ownerQuotaPB(q), CountFiles: b.CountFiles, CountBytes: b.CountBytes,
+			})
+		}
+		return out, nil
+	}
+	return nil, syscall.ENOSYS
+}
+
+// quotaKind checks a wire quota kind (EINVAL for one that is not a uid's
+// or a gid's).
+func quotaKind(k uint32) (engine.QuotaKind, error) {
+	switch engine.QuotaKind(k) {
+	case engine.QuotaUser, engine.QuotaGroup:
+		return engine.QuotaKind(k), nil
+	}
+	return 0, syscall.EINVAL
+}
+
+func ownerQuotaPB(q engine.OwnerQuota) *pb.OwnerQuota {
+	return &pb.OwnerQuota{Kind: uint32(q.Kind), Id: q.ID, MaxFiles: q.MaxFiles, MaxBytes: q.MaxBytes, Files: q.Files, Bytes: q.Bytes}
+}
