@@ -25,7 +25,8 @@
 # Environment: MOUNT_FLAGS (extra flags for canopy mount), UP_FLAGS (extra
 # flags for canopy up), ONLY (space-separated list of steps to run: tar git
 # rm small fio; default all), DIR (work directory, default a new one under
-# /tmp, removed after).
+# /tmp, removed after), CANOPY (a canopy binary to use instead of building
+# one from the checkout, to compare revisions in one run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,7 +52,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-go build -o "$work/canopy" ./cmd/canopy
+if [ -n "${CANOPY:-}" ]; then
+	cp "$CANOPY" "$work/canopy"
+else
+	go build -o "$work/canopy" ./cmd/canopy
+fi
 GOSRC=$(go env GOROOT)/src
 
 # The inputs, on the local disk, outside both targets.

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -14,6 +15,10 @@ func TestDataOptionsMapToConfig(t *testing.T) {
 	var o DataOptions
 	ov := reflect.ValueOf(&o).Elem()
 	for i := range ov.NumField() {
+		if ov.Field(i).Kind() == reflect.String {
+			ov.Field(i).SetString(fmt.Sprint(100 + i))
+			continue
+		}
 		ov.Field(i).SetInt(int64(100 + i))
 	}
 	cv := reflect.ValueOf(o.config())
@@ -23,6 +28,12 @@ func TestDataOptionsMapToConfig(t *testing.T) {
 		f := cv.FieldByName(name)
 		if !f.IsValid() {
 			t.Errorf("DataOptions.%s has no data.Config field", name)
+			continue
+		}
+		if f.Kind() == reflect.String {
+			if f.String() != fmt.Sprint(100+i) {
+				t.Errorf("config: %s = %q, want %q", name, f.String(), fmt.Sprint(100+i))
+			}
 			continue
 		}
 		if f.Int() != int64(100+i) {

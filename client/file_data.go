@@ -39,7 +39,18 @@ type DataOptions struct {
 	// together, however many are open; default 512 MiB. A write waits for
 	// room while uploads are in flight, and never fails for want of it.
 	BufferBytes int64
+	// CacheDir, if set, keeps the blocks read in files under this
+	// directory too, up to CacheDirBytes (default 1 GiB): a bounded read
+	// cache on local disk that outlives the client (a mount's
+	// --cache-dir and --cache-size). Entries are checksummed; a damaged
+	// one is never served.
+	CacheDir string
+	// CacheDirBytes bounds CacheDir; default DefaultCacheDirBytes (1 GiB).
+	CacheDirBytes int64
 }
+
+// DefaultCacheDirBytes is the default of DataOptions.CacheDirBytes.
+const DefaultCacheDirBytes = data.DefaultCacheDirBytes
 
 // DefaultBufferBytes is the default of DataOptions.BufferBytes.
 const DefaultBufferBytes = data.DefaultBufferBytes
@@ -49,6 +60,7 @@ func (o DataOptions) config() data.Config {
 	return data.Config{
 		CacheBytes: o.CacheBytes, Readahead: o.Readahead, Uploads: o.Uploads, Downloads: o.Downloads,
 		IDBatch: o.IDBatch, CompactAt: o.CompactAt, CommitAfter: o.CommitAfter, BufferBytes: o.BufferBytes,
+		CacheDir: o.CacheDir, CacheDirBytes: o.CacheDirBytes,
 	}
 }
 

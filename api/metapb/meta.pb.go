@@ -109,6 +109,8 @@ const (
 	Method_CONCAT Method = 90 // ConcatRequest -> AttrReply (mutation): append other files' data by sharing their slices
 	// Durability (91-99): see docs/server.md, "Durability modes".
 	Method_SYNC Method = 91 // NodeRequest (any node of the partition) -> Empty: once the partition's log is durable up to every change answered before this call arrived
+	// The mount's small-file path (92-95): see docs/fuse.md.
+	Method_CREATE_OPEN Method = 92 // CreateRequest (regular file; open_flags) -> AttrReply (session: logged, counted as an OPEN of the new file; parent set): MKNOD and the OPEN that completes it in one call
 	// Replication. Answered by the server that receives it, leader or not
 	// (a router answers it for itself: ENOSYS).
 	Method_GROUP_STATUS   Method = 48 // GroupRequest -> GroupReply: this replica's view of its Raft group
@@ -211,6 +213,7 @@ var (
 		87:  "AUTH_WHOAMI",
 		90:  "CONCAT",
 		91:  "SYNC",
+		92:  "CREATE_OPEN",
 		48:  "GROUP_STATUS",
 		49:  "GROUP_TRANSFER",
 		50:  "GROUP_ADD",
@@ -295,6 +298,7 @@ var (
 		"AUTH_WHOAMI":         87,
 		"CONCAT":              90,
 		"SYNC":                91,
+		"CREATE_OPEN":         92,
 		"GROUP_STATUS":        48,
 		"GROUP_TRANSFER":      49,
 		"GROUP_ADD":           50,
@@ -1008,7 +1012,10 @@ type CreateRequest struct {
 	// The creator's umask, which the service applies to mode unless the
 	// parent has a default ACL (whose entries mask the mode instead). A
 	// caller that applied its umask already leaves it 0.
-	Umask         uint32 `protobuf:"varint,10,opt,name=umask,proto3" json:"umask,omitempty"`
+	Umask uint32 `protobuf:"varint,10,opt,name=umask,proto3" json:"umask,omitempty"`
+	// CREATE_OPEN only: the open(2) access mode and O_TRUNC of the open
+	// that completes the create.
+	OpenFlags     uint32 `protobuf:"varint,100,opt,name=open_flags,json=openFlags,proto3" json:"open_flags,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1088,6 +1095,13 @@ func (x *CreateRequest) GetTarget() string {
 func (x *CreateRequest) GetUmask() uint32 {
 	if x != nil {
 		return x.Umask
+	}
+	return 0
+}
+
+func (x *CreateRequest) GetOpenFlags() uint32 {
+	if x != nil {
+		return x.OpenFlags
 	}
 	return 0
 }
@@ -1573,8 +1587,11 @@ func (x *ReaddirReply) GetEof() bool {
 }
 
 type AttrReply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Attr          *Attr                  `protobuf:"bytes,1,opt,name=attr,proto3" json:"attr,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Attr  *Attr                  `protobuf:"bytes,1,opt,name=attr,proto3" json:"attr,omitempty"`
+	// CREATE_OPEN only: the parent directory's attributes just after the
+	// create, so that a client need not ask for them again.
+	Parent        *Attr `protobuf:"bytes,100,opt,name=parent,proto3" json:"parent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1612,6 +1629,13 @@ func (*AttrReply) Descriptor() ([]byte, []int) {
 func (x *AttrReply) GetAttr() *Attr {
 	if x != nil {
 		return x.Attr
+	}
+	return nil
+}
+
+func (x *AttrReply) GetParent() *Attr {
+	if x != nil {
+		return x.Parent
 	}
 	return nil
 }
@@ -8018,7 +8042,7 @@ const file_meta_proto_rawDesc = "" +
 	"\fEntryRequest\x12\x16\n" +
 	"\x06parent\x18\x01 \x01(\x04R\x06parent\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
-	"\x04name\x18\x03 \x01(\tR\x04name\"\xa5\x01\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\"\xc4\x01\n" +
 	"\rCreateRequest\x12\x16\n" +
 	"\x06parent\x18\x01 \x01(\x04R\x06parent\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
@@ -8027,7 +8051,9 @@ const file_meta_proto_rawDesc = "" +
 	"\x04rdev\x18\b \x01(\rR\x04rdev\x12\x16\n" +
 	"\x06target\x18\t \x01(\tR\x06target\x12\x14\n" +
 	"\x05umask\x18\n" +
-	" \x01(\rR\x05umask\"\xce\x01\n" +
+	" \x01(\rR\x05umask\x12\x1d\n" +
+	"\n" +
+	"open_flags\x18d \x01(\rR\topenFlags\"\xce\x01\n" +
 	"\x0eSetattrRequest\x12\x10\n" +
 	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x14\n" +
@@ -8070,9 +8096,10 @@ const file_meta_proto_rawDesc = "" +
 	"\aentries\x18\x01 \x03(\v2\x16.canopy.meta.v1.DirentR\aentries\x12\x1f\n" +
 	"\vnext_cursor\x18\x02 \x01(\tR\n" +
 	"nextCursor\x12\x10\n" +
-	"\x03eof\x18\x03 \x01(\bR\x03eof\"5\n" +
+	"\x03eof\x18\x03 \x01(\bR\x03eof\"c\n" +
 	"\tAttrReply\x12(\n" +
-	"\x04attr\x18\x01 \x01(\v2\x14.canopy.meta.v1.AttrR\x04attr\"'\n" +
+	"\x04attr\x18\x01 \x01(\v2\x14.canopy.meta.v1.AttrR\x04attr\x12,\n" +
+	"\x06parent\x18d \x01(\v2\x14.canopy.meta.v1.AttrR\x06parent\"'\n" +
 	"\rReadlinkReply\x12\x16\n" +
 	"\x06target\x18\x01 \x01(\tR\x06target\"\x8d\x02\n" +
 	"\vStatfsReply\x12\x1f\n" +
@@ -8618,7 +8645,7 @@ const file_meta_proto_rawDesc = "" +
 	"\n" +
 	"new_parent\x18\x04 \x01(\x04R\tnewParent\x12\x19\n" +
 	"\bnew_path\x18\x05 \x01(\tR\anewPath\x12\x19\n" +
-	"\bnew_name\x18\x06 \x01(\tR\anewName*\xa0\n" +
+	"\bnew_name\x18\x06 \x01(\tR\anewName*\xb1\n" +
 	"\n" +
 	"\x06Method\x12\x16\n" +
 	"\x12METHOD_UNSPECIFIED\x10\x00\x12\b\n" +
@@ -8683,7 +8710,8 @@ const file_meta_proto_rawDesc = "" +
 	"\vAUTH_WHOAMI\x10W\x12\n" +
 	"\n" +
 	"\x06CONCAT\x10Z\x12\b\n" +
-	"\x04SYNC\x10[\x12\x10\n" +
+	"\x04SYNC\x10[\x12\x0f\n" +
+	"\vCREATE_OPEN\x10\\\x12\x10\n" +
 	"\fGROUP_STATUS\x100\x12\x12\n" +
 	"\x0eGROUP_TRANSFER\x101\x12\r\n" +
 	"\tGROUP_ADD\x102\x12\x10\n" +
@@ -8873,54 +8901,55 @@ var file_meta_proto_depIdxs = []int32{
 	5,   // 0: canopy.meta.v1.Dirent.attr:type_name -> canopy.meta.v1.Attr
 	17,  // 1: canopy.meta.v1.ReaddirReply.entries:type_name -> canopy.meta.v1.Dirent
 	5,   // 2: canopy.meta.v1.AttrReply.attr:type_name -> canopy.meta.v1.Attr
-	4,   // 3: canopy.meta.v1.LogRecord.session_end:type_name -> canopy.meta.v1.SessionEnd
-	28,  // 4: canopy.meta.v1.SliceWrite.slice:type_name -> canopy.meta.v1.Slice
-	31,  // 5: canopy.meta.v1.CommitRequest.writes:type_name -> canopy.meta.v1.SliceWrite
-	28,  // 6: canopy.meta.v1.ChunkView.slices:type_name -> canopy.meta.v1.Slice
-	5,   // 7: canopy.meta.v1.ReadChunksReply.attr:type_name -> canopy.meta.v1.Attr
-	35,  // 8: canopy.meta.v1.ReadChunksReply.chunks:type_name -> canopy.meta.v1.ChunkView
-	28,  // 9: canopy.meta.v1.CompactRequest.slice:type_name -> canopy.meta.v1.Slice
-	39,  // 10: canopy.meta.v1.ListSlicesReply.slices:type_name -> canopy.meta.v1.SliceRef
-	46,  // 11: canopy.meta.v1.TablesReply.mounts:type_name -> canopy.meta.v1.MountEntry
-	47,  // 12: canopy.meta.v1.TablesReply.routes:type_name -> canopy.meta.v1.Route
-	46,  // 13: canopy.meta.v1.TablesUpdate.set_mounts:type_name -> canopy.meta.v1.MountEntry
-	47,  // 14: canopy.meta.v1.TablesUpdate.set_routes:type_name -> canopy.meta.v1.Route
-	56,  // 15: canopy.meta.v1.StatusReply.clients:type_name -> canopy.meta.v1.ClientStatus
-	55,  // 16: canopy.meta.v1.StatusReply.collector:type_name -> canopy.meta.v1.RunRecord
-	55,  // 17: canopy.meta.v1.StatusReply.fsck:type_name -> canopy.meta.v1.RunRecord
-	58,  // 18: canopy.meta.v1.Credential.uids:type_name -> canopy.meta.v1.IDRange
-	58,  // 19: canopy.meta.v1.Credential.gids:type_name -> canopy.meta.v1.IDRange
-	59,  // 20: canopy.meta.v1.AuthTableReply.credentials:type_name -> canopy.meta.v1.Credential
-	59,  // 21: canopy.meta.v1.AuthSyncRequest.credentials:type_name -> canopy.meta.v1.Credential
-	59,  // 22: canopy.meta.v1.AuthAddRequest.credential:type_name -> canopy.meta.v1.Credential
-	59,  // 23: canopy.meta.v1.CredentialReply.credential:type_name -> canopy.meta.v1.Credential
-	59,  // 24: canopy.meta.v1.AuthListReply.credentials:type_name -> canopy.meta.v1.Credential
-	72,  // 25: canopy.meta.v1.GroupReply.members:type_name -> canopy.meta.v1.GroupMember
-	74,  // 26: canopy.meta.v1.QuotaReply.quota:type_name -> canopy.meta.v1.Quota
-	74,  // 27: canopy.meta.v1.QuotaListReply.quotas:type_name -> canopy.meta.v1.Quota
-	74,  // 28: canopy.meta.v1.QuotaMismatch.quota:type_name -> canopy.meta.v1.Quota
-	77,  // 29: canopy.meta.v1.QuotaCheckReply.mismatches:type_name -> canopy.meta.v1.QuotaMismatch
-	81,  // 30: canopy.meta.v1.OwnerQuotaReply.quota:type_name -> canopy.meta.v1.OwnerQuota
-	81,  // 31: canopy.meta.v1.OwnerQuotaListReply.quotas:type_name -> canopy.meta.v1.OwnerQuota
-	81,  // 32: canopy.meta.v1.OwnerQuotaMismatch.quota:type_name -> canopy.meta.v1.OwnerQuota
-	84,  // 33: canopy.meta.v1.OwnerQuotaCheckReply.mismatches:type_name -> canopy.meta.v1.OwnerQuotaMismatch
-	5,   // 34: canopy.meta.v1.TrashEntry.attr:type_name -> canopy.meta.v1.Attr
-	86,  // 35: canopy.meta.v1.TrashListReply.entries:type_name -> canopy.meta.v1.TrashEntry
-	93,  // 36: canopy.meta.v1.XNode.xattrs:type_name -> canopy.meta.v1.XXattr
-	94,  // 37: canopy.meta.v1.XNode.chunks:type_name -> canopy.meta.v1.XChunk
-	95,  // 38: canopy.meta.v1.XChunk.slices:type_name -> canopy.meta.v1.XSlice
-	92,  // 39: canopy.meta.v1.XPrepareReply.image:type_name -> canopy.meta.v1.XNode
-	92,  // 40: canopy.meta.v1.XIntentRequest.image:type_name -> canopy.meta.v1.XNode
-	92,  // 41: canopy.meta.v1.XIntent.image:type_name -> canopy.meta.v1.XNode
-	100, // 42: canopy.meta.v1.XIntentListReply.intents:type_name -> canopy.meta.v1.XIntent
-	103, // 43: canopy.meta.v1.SnapshotReply.snapshot:type_name -> canopy.meta.v1.SnapshotInfo
-	103, // 44: canopy.meta.v1.SnapshotListReply.snapshots:type_name -> canopy.meta.v1.SnapshotInfo
-	107, // 45: canopy.meta.v1.SnapshotDiffReply.changes:type_name -> canopy.meta.v1.SnapshotChange
-	46,  // [46:46] is the sub-list for method output_type
-	46,  // [46:46] is the sub-list for method input_type
-	46,  // [46:46] is the sub-list for extension type_name
-	46,  // [46:46] is the sub-list for extension extendee
-	0,   // [0:46] is the sub-list for field type_name
+	5,   // 3: canopy.meta.v1.AttrReply.parent:type_name -> canopy.meta.v1.Attr
+	4,   // 4: canopy.meta.v1.LogRecord.session_end:type_name -> canopy.meta.v1.SessionEnd
+	28,  // 5: canopy.meta.v1.SliceWrite.slice:type_name -> canopy.meta.v1.Slice
+	31,  // 6: canopy.meta.v1.CommitRequest.writes:type_name -> canopy.meta.v1.SliceWrite
+	28,  // 7: canopy.meta.v1.ChunkView.slices:type_name -> canopy.meta.v1.Slice
+	5,   // 8: canopy.meta.v1.ReadChunksReply.attr:type_name -> canopy.meta.v1.Attr
+	35,  // 9: canopy.meta.v1.ReadChunksReply.chunks:type_name -> canopy.meta.v1.ChunkView
+	28,  // 10: canopy.meta.v1.CompactRequest.slice:type_name -> canopy.meta.v1.Slice
+	39,  // 11: canopy.meta.v1.ListSlicesReply.slices:type_name -> canopy.meta.v1.SliceRef
+	46,  // 12: canopy.meta.v1.TablesReply.mounts:type_name -> canopy.meta.v1.MountEntry
+	47,  // 13: canopy.meta.v1.TablesReply.routes:type_name -> canopy.meta.v1.Route
+	46,  // 14: canopy.meta.v1.TablesUpdate.set_mounts:type_name -> canopy.meta.v1.MountEntry
+	47,  // 15: canopy.meta.v1.TablesUpdate.set_routes:type_name -> canopy.meta.v1.Route
+	56,  // 16: canopy.meta.v1.StatusReply.clients:type_name -> canopy.meta.v1.ClientStatus
+	55,  // 17: canopy.meta.v1.StatusReply.collector:type_name -> canopy.meta.v1.RunRecord
+	55,  // 18: canopy.meta.v1.StatusReply.fsck:type_name -> canopy.meta.v1.RunRecord
+	58,  // 19: canopy.meta.v1.Credential.uids:type_name -> canopy.meta.v1.IDRange
+	58,  // 20: canopy.meta.v1.Credential.gids:type_name -> canopy.meta.v1.IDRange
+	59,  // 21: canopy.meta.v1.AuthTableReply.credentials:type_name -> canopy.meta.v1.Credential
+	59,  // 22: canopy.meta.v1.AuthSyncRequest.credentials:type_name -> canopy.meta.v1.Credential
+	59,  // 23: canopy.meta.v1.AuthAddRequest.credential:type_name -> canopy.meta.v1.Credential
+	59,  // 24: canopy.meta.v1.CredentialReply.credential:type_name -> canopy.meta.v1.Credential
+	59,  // 25: canopy.meta.v1.AuthListReply.credentials:type_name -> canopy.meta.v1.Credential
+	72,  // 26: canopy.meta.v1.GroupReply.members:type_name -> canopy.meta.v1.GroupMember
+	74,  // 27: canopy.meta.v1.QuotaReply.quota:type_name -> canopy.meta.v1.Quota
+	74,  // 28: canopy.meta.v1.QuotaListReply.quotas:type_name -> canopy.meta.v1.Quota
+	74,  // 29: canopy.meta.v1.QuotaMismatch.quota:type_name -> canopy.meta.v1.Quota
+	77,  // 30: canopy.meta.v1.QuotaCheckReply.mismatches:type_name -> canopy.meta.v1.QuotaMismatch
+	81,  // 31: canopy.meta.v1.OwnerQuotaReply.quota:type_name -> canopy.meta.v1.OwnerQuota
+	81,  // 32: canopy.meta.v1.OwnerQuotaListReply.quotas:type_name -> canopy.meta.v1.OwnerQuota
+	81,  // 33: canopy.meta.v1.OwnerQuotaMismatch.quota:type_name -> canopy.meta.v1.OwnerQuota
+	84,  // 34: canopy.meta.v1.OwnerQuotaCheckReply.mismatches:type_name -> canopy.meta.v1.OwnerQuotaMismatch
+	5,   // 35: canopy.meta.v1.TrashEntry.attr:type_name -> canopy.meta.v1.Attr
+	86,  // 36: canopy.meta.v1.TrashListReply.entries:type_name -> canopy.meta.v1.TrashEntry
+	93,  // 37: canopy.meta.v1.XNode.xattrs:type_name -> canopy.meta.v1.XXattr
+	94,  // 38: canopy.meta.v1.XNode.chunks:type_name -> canopy.meta.v1.XChunk
+	95,  // 39: canopy.meta.v1.XChunk.slices:type_name -> canopy.meta.v1.XSlice
+	92,  // 40: canopy.meta.v1.XPrepareReply.image:type_name -> canopy.meta.v1.XNode
+	92,  // 41: canopy.meta.v1.XIntentRequest.image:type_name -> canopy.meta.v1.XNode
+	92,  // 42: canopy.meta.v1.XIntent.image:type_name -> canopy.meta.v1.XNode
+	100, // 43: canopy.meta.v1.XIntentListReply.intents:type_name -> canopy.meta.v1.XIntent
+	103, // 44: canopy.meta.v1.SnapshotReply.snapshot:type_name -> canopy.meta.v1.SnapshotInfo
+	103, // 45: canopy.meta.v1.SnapshotListReply.snapshots:type_name -> canopy.meta.v1.SnapshotInfo
+	107, // 46: canopy.meta.v1.SnapshotDiffReply.changes:type_name -> canopy.meta.v1.SnapshotChange
+	47,  // [47:47] is the sub-list for method output_type
+	47,  // [47:47] is the sub-list for method input_type
+	47,  // [47:47] is the sub-list for extension type_name
+	47,  // [47:47] is the sub-list for extension extendee
+	0,   // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_meta_proto_init() }

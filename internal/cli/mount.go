@@ -49,6 +49,8 @@ type mountFlags struct {
 	durability                                            string   // --durability: posix or strict
 	options                                               string   // -o, applied over the flags (mountopts.go)
 	bufferSize                                            sizeFlag // --buffer-size: bound on the write buffers
+	cacheDir                                              string   // --cache-dir: on-disk read cache
+	cacheSize                                             sizeFlag // --cache-size: its bound
 }
 
 func newMountCmd(g *globals) *cobra.Command {
@@ -83,6 +85,9 @@ mount is usable. Mounting needs root (or fusermount).`,
 	f.BoolVar(&o.readOnly, "read-only", false, "mount read-only")
 	f.StringVar(&o.durability, "durability", "posix", "posix: changes are answered once ordered in the server's log and made durable at fsync, fdatasync, O_SYNC writes, syncfs and unmount; strict: every change is answered once durable")
 	o.bufferSize.v = client.DefaultBufferBytes
+	f.StringVar(&o.cacheDir, "cache-dir", "", "keep blocks read in files under DIR as well (a read cache on local disk, bounded by --cache-size, kept across mounts)")
+	o.cacheSize.v = client.DefaultCacheDirBytes
+	f.Var(&o.cacheSize, "cache-size", "bound on --cache-dir (KiB, MiB, GiB suffixes)")
 	f.Var(&o.bufferSize, "buffer-size", "bound on the write buffers of all open files together (KiB, MiB, GiB suffixes); writers wait for room")
 	f.DurationVar(&o.attrTimeout, "attr-timeout", fuse.DefaultAttrTimeout, "how long the kernel caches attributes")
 	f.DurationVar(&o.entryTimeout, "entry-timeout", fuse.DefaultEntryTimeout, "how long the kernel caches name lookups")
@@ -124,6 +129,15 @@ func mountForeground(cmd *cobra.Command, g *globals, dir string, o mountFlags) e
 		return fmt.Errorf("--buffer-size must be positive")
 	}
 	copts.Data.BufferBytes = o.bufferSize.v
+	if o.cacheSize.v <= 0 {
+		return fmt.Errorf("--cache-size must be positive")
+	}
+	if o.cacheDir != "" {
+		if copts.Data.CacheDir, err = filepath.Abs(o.cacheDir); err != nil {
+			return fmt.Errorf("--cache-dir: %w", err)
+		}
+		copts.Data.CacheDirBytes = o.cacheSize.v
+	}
 	copts.OnLocksLost = func(ino client.Ino) {
 		log.Warn("file locks lost: the server did not hear from this mount within its lock timeout",
 			"partition", protocol.PartitionOf(uint64(ino)))

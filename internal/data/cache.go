@@ -39,6 +39,7 @@ type blockCache struct {
 	pool  *bufPool
 	limit int64
 	slots chan struct{} // a token per download in flight
+	disk  *diskCache    // blocks kept on disk (Config.CacheDir); nil for none
 
 	mu    sync.Mutex
 	m     map[blockRef]*cached
@@ -148,7 +149,12 @@ func (c *blockCache) fetch(e *cached) {
 	c.slots <- struct{}{}
 	defer func() { <-c.slots }()
 	buf := c.pool.get(e.ref.size)
-	err := readObject(context.Background(), c.store, blockKey(e.ref.id, e.ref.index, e.ref.size), buf)
+	key := blockKey(e.ref.id, e.ref.index, e.ref.size)
+	var err error
+	fromDisk := c.disk != nil && c.disk.get(key, buf)
+	if !fromDisk {
+		err = readObject(context.Background(), c.store, key, buf)
+	}
 	c.mu.Lock()
 	if err != nil {
 		c.pool.put(buf)
@@ -162,9 +168,16 @@ func (c *blockCache) fetch(e *cached) {
 		}
 	} else {
 		e.data = buf
-		c.stats.fetchedBytes.Add(uint64(len(buf)))
+		if !fromDisk {
+			c.stats.fetchedBytes.Add(uint64(len(buf)))
+		}
 	}
 	c.mu.Unlock()
+	if err == nil && !fromDisk && c.disk != nil {
+		// Before the readers see the block, so that a read that returned
+		// finds it on disk too (the write goes to the page cache).
+		c.disk.put(key, buf)
+	}
 	close(e.ready)
 }
 

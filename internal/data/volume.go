@@ -26,7 +26,15 @@ type Config struct {
 	// once, however many files are open; default 512 MiB, at least one
 	// block. A writer waits for room while uploads are in flight.
 	BufferBytes int64
+	// CacheDir, if set, keeps blocks read from the object store in files
+	// under this directory as well, up to CacheDirBytes (default 1 GiB),
+	// for reads the memory cache no longer holds and across restarts.
+	CacheDir      string
+	CacheDirBytes int64
 }
+
+// DefaultCacheDirBytes is the default bound of Config.CacheDir.
+const DefaultCacheDirBytes = 1 << 30
 
 func (c *Config) setDefaults() {
 	if c.ChunkSize <= 0 {
@@ -60,6 +68,9 @@ func (c *Config) setDefaults() {
 		c.BufferBytes = DefaultBufferBytes
 	}
 	c.BufferBytes = max(c.BufferBytes, int64(c.BlockSize))
+	if c.CacheDirBytes <= 0 {
+		c.CacheDirBytes = DefaultCacheDirBytes
+	}
 }
 
 // DefaultBufferBytes is the default bound on a Volume's write buffers.
@@ -104,11 +115,27 @@ func NewVolume(store object.Store, cfg Config) (*Volume, error) {
 		ids:     newIDAllocator(cfg.IDBatch),
 		budget:  newWriteBudget(cfg.BufferBytes),
 	}
+	if cfg.CacheDir != "" {
+		d, err := openDiskCache(cfg.CacheDir, cfg.CacheDirBytes, nil)
+		if err != nil {
+			return nil, fmt.Errorf("volume: %w", err)
+		}
+		v.cache.disk = d
+	}
 	return v, nil
 }
 
 // CacheStats returns the block cache's counters.
 func (v *Volume) CacheStats() CacheStats { return v.cache.snapshot() }
+
+// DiskCacheStats returns the on-disk block cache's counters; ok is false
+// without one (Config.CacheDir).
+func (v *Volume) DiskCacheStats() (stats DiskCacheStats, ok bool) {
+	if v.cache.disk == nil {
+		return DiskCacheStats{}, false
+	}
+	return v.cache.disk.snapshot(), true
+}
 
 // BufferStats returns the bytes of block buffers the Volume's writers
 // hold now and the most they have held at once (bounded by

@@ -17,6 +17,7 @@ import (
 // Mknod creates a regular file, fifo, socket or device node.
 func (fs *FS) Mknod(cancel <-chan struct{}, in *gofuse.MknodIn, name string, out *gofuse.EntryOut) (st gofuse.Status) {
 	defer fs.observe(opMknod, time.Now(), &st)
+	defer fs.changing()()
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
@@ -35,6 +36,7 @@ func (fs *FS) Mknod(cancel <-chan struct{}, in *gofuse.MknodIn, name string, out
 // Mkdir creates a directory.
 func (fs *FS) Mkdir(cancel <-chan struct{}, in *gofuse.MkdirIn, name string, out *gofuse.EntryOut) (st gofuse.Status) {
 	defer fs.observe(opMkdir, time.Now(), &st)
+	defer fs.changing()()
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
@@ -50,6 +52,7 @@ func (fs *FS) Mkdir(cancel <-chan struct{}, in *gofuse.MkdirIn, name string, out
 // Unlink removes a non-directory entry.
 func (fs *FS) Unlink(cancel <-chan struct{}, h *gofuse.InHeader, name string) (st gofuse.Status) {
 	defer fs.observe(opUnlink, time.Now(), &st)
+	defer fs.changing()()
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
@@ -63,6 +66,7 @@ func (fs *FS) Unlink(cancel <-chan struct{}, h *gofuse.InHeader, name string) (s
 // Rmdir removes an empty directory.
 func (fs *FS) Rmdir(cancel <-chan struct{}, h *gofuse.InHeader, name string) (st gofuse.Status) {
 	defer fs.observe(opRmdir, time.Now(), &st)
+	defer fs.changing()()
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
@@ -80,6 +84,7 @@ const renameFlags = client.RenameNoReplace | client.RenameExchange
 // RENAME_EXCHANGE; other flags (RENAME_WHITEOUT) are EINVAL.
 func (fs *FS) Rename(cancel <-chan struct{}, in *gofuse.RenameIn, oldName, newName string) (st gofuse.Status) {
 	defer fs.observe(opRename, time.Now(), &st)
+	defer fs.changing()()
 	if in.Flags&^renameFlags != 0 {
 		return gofuse.EINVAL
 	}
@@ -97,6 +102,7 @@ func (fs *FS) Rename(cancel <-chan struct{}, in *gofuse.RenameIn, oldName, newNa
 // Link adds entry name in directory in.NodeId for node in.Oldnodeid.
 func (fs *FS) Link(cancel <-chan struct{}, in *gofuse.LinkIn, name string, out *gofuse.EntryOut) (st gofuse.Status) {
 	defer fs.observe(opLink, time.Now(), &st)
+	defer fs.changing()()
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
@@ -112,6 +118,7 @@ func (fs *FS) Link(cancel <-chan struct{}, in *gofuse.LinkIn, name string, out *
 // Symlink creates symlink linkName pointing at target.
 func (fs *FS) Symlink(cancel <-chan struct{}, h *gofuse.InHeader, target, linkName string, out *gofuse.EntryOut) (st gofuse.Status) {
 	defer fs.observe(opSymlink, time.Now(), &st)
+	defer fs.changing()()
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}

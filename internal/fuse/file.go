@@ -109,25 +109,35 @@ func (fs *FS) Open(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.OpenOu
 	return gofuse.OK
 }
 
-// Create creates a regular file and opens it.
+// Create creates a regular file and opens it, in one call to the service
+// (CREATE_OPEN), whose reply also carries the directory's attributes for
+// the GETATTR the kernel sends next (dirattrs.go).
 func (fs *FS) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name string, out *gofuse.CreateOut) (st gofuse.Status) {
 	defer fs.observe(opCreate, time.Now(), &st)
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
-	ctx, c := fs.asWhole(&in.Caller)
-	fi, err := c.MknodAtMasked(ctx, client.Ino(in.NodeId), name, syscall.S_IFREG|in.Mode&0o7777, 0, in.Umask)
+	_, c := fs.asWhole(&in.Caller)
+	parent := client.Ino(in.NodeId)
+	began := fs.dirAttrs.beginCreate()
+	// O_CREAT: the creator may open the new file whatever its mode. The
+	// file outlives the request: its calls use a context of their own.
+	f, fi, dir, err := c.CreateOpenIno(context.Background(), parent, name, in.Mode&0o7777, in.Umask,
+		int(in.Flags&(openFlags|syscall.O_CREAT)))
+	var dirAttr *client.Attr
+	if dir != nil {
+		a := dir.Attr()
+		dirAttr = &a
+	}
+	fs.dirAttrs.created(began, parent, dirAttr)
 	if err != nil {
 		return fs.fail(opCreate, err)
 	}
 	fs.noCaps.add(fi.Ino())
-	// O_CREAT: the creator may open the new file whatever its mode.
-	fh, err := fs.openFile(c, fi.Ino(), in.Flags|syscall.O_CREAT)
-	if err != nil {
-		return fs.fail(opCreate, err)
-	}
+	h := &fileHandle{f: f, ino: fi.Ino(), write: in.Flags&syscall.O_ACCMODE != syscall.O_RDONLY, flags: in.Flags | syscall.O_CREAT}
+	fs.open.add(h)
 	fs.fillEntry(&out.EntryOut, fi.Attr())
-	out.Fh = fh
+	out.Fh = fs.files.add(h)
 	return gofuse.OK
 }
 

@@ -65,6 +65,9 @@ type FS struct {
 	open   openFiles
 	locks  heldLocks
 	noCaps noCaps // files known to have no security.capability
+	// dirAttrs keeps a directory's attributes from a create's reply
+	// for the GETATTR the kernel sends next.
+	dirAttrs dirAttrs
 	// srv is the go-fuse server, set by Init before any request is
 	// served; it sends the kernel cache invalidations.
 	srv *gofuse.Server
@@ -85,6 +88,7 @@ func New(c *client.Client, opts Options) *FS {
 		m:             newMetrics(opts.Metrics),
 		groups:        newGroupCache(),
 		noCaps:        noCaps{ttl: opts.AttrTimeout},
+		dirAttrs:      dirAttrs{ttl: opts.AttrTimeout},
 	}
 }
 

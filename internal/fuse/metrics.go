@@ -57,6 +57,9 @@ type metrics struct {
 	// noCapsHits counts GETXATTRs of security.capability answered from
 	// the mount's negative cache, without a call to the service.
 	noCapsHits prometheus.Counter
+	// dirAttrHits counts GETATTRs of a directory answered from a
+	// create's reply (dirattrs.go).
+	dirAttrHits prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -76,8 +79,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "canopy_fuse_xattr_negative_cache_hits_total",
 			Help: "GETXATTRs of security.capability answered ENODATA by the mount from what it knows, without asking the service.",
 		}),
+		dirAttrHits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "canopy_fuse_dir_attr_hits_total",
+			Help: "GETATTRs of a directory answered by the mount from the attributes a create's reply carried, without asking the service.",
+		}),
 	}
-	reg.MustRegister(m.ops, m.seconds, m.noCapsHits)
+	reg.MustRegister(m.ops, m.seconds, m.noCapsHits, m.dirAttrHits)
 	return m
 }
 
@@ -112,6 +119,31 @@ func registerCacheMetrics(reg prometheus.Registerer, c *client.Client) {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "canopy_fuse_block_cache_bytes", Help: "Bytes of file data the mount's block cache holds.",
 	}, stat(func(s client.CacheStats) float64 { return float64(s.Bytes) })))
+	disk := func(pick func(client.DiskCacheStats) float64) func() float64 {
+		return func() float64 {
+			s, _ := c.DiskCacheStats()
+			return pick(s)
+		}
+	}
+	diskCounters := []struct {
+		name, help string
+		pick       func(client.DiskCacheStats) float64
+	}{
+		{"canopy_fuse_disk_cache_hits_total", "Blocks read from the on-disk cache (--cache-dir).",
+			func(s client.DiskCacheStats) float64 { return float64(s.Hits) }},
+		{"canopy_fuse_disk_cache_misses_total", "Blocks the on-disk cache did not have.",
+			func(s client.DiskCacheStats) float64 { return float64(s.Misses) }},
+		{"canopy_fuse_disk_cache_torn_total", "On-disk cache entries found damaged (length, magic or checksum) and removed, never served.",
+			func(s client.DiskCacheStats) float64 { return float64(s.Torn) }},
+		{"canopy_fuse_disk_cache_evicted_total", "On-disk cache entries removed to stay under --cache-size.",
+			func(s client.DiskCacheStats) float64 { return float64(s.Evicted) }},
+	}
+	for _, k := range diskCounters {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: k.name, Help: k.help}, disk(k.pick)))
+	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "canopy_fuse_disk_cache_bytes", Help: "Bytes the on-disk cache's entries take (--cache-dir).",
+	}, disk(func(s client.DiskCacheStats) float64 { return float64(s.Bytes) })))
 }
 
 // done records one operation that started at start and ended with st.
@@ -127,6 +159,13 @@ func (m *metrics) done(op string, start time.Time, st gofuse.Status) {
 func (m *metrics) noCapsHit() {
 	if m != nil {
 		m.noCapsHits.Inc()
+	}
+}
+
+// dirAttrHit records a GETATTR answered from a create's reply.
+func (m *metrics) dirAttrHit() {
+	if m != nil {
+		m.dirAttrHits.Inc()
 	}
 }
 

@@ -29,6 +29,11 @@ func (fs *FS) Forget(nodeid, nlookup uint64) {}
 // GetAttr answers the attributes of h.NodeId.
 func (fs *FS) GetAttr(cancel <-chan struct{}, in *gofuse.GetAttrIn, out *gofuse.AttrOut) (st gofuse.Status) {
 	defer fs.observe(opGetattr, time.Now(), &st)
+	if a, ok := fs.dirAttrs.take(client.Ino(in.NodeId)); ok {
+		fs.m.dirAttrHit()
+		fs.fillAttrOut(out, a)
+		return gofuse.OK
+	}
 	ctx, c := fs.asWhole(&in.Caller)
 	fi, err := c.GetAttr(ctx, client.Ino(in.NodeId))
 	if err != nil {
@@ -43,6 +48,7 @@ func (fs *FS) GetAttr(cancel <-chan struct{}, in *gofuse.GetAttrIn, out *gofuse.
 // utimensat) as the kernel's valid bits say.
 func (fs *FS) SetAttr(cancel <-chan struct{}, in *gofuse.SetAttrIn, out *gofuse.AttrOut) (st gofuse.Status) {
 	defer fs.observe(opSetattr, time.Now(), &st)
+	defer fs.changingNode(client.Ino(in.NodeId))()
 	s := setAttrOf(&in.SetAttrInCommon)
 	if s.Valid != 0 && fs.readOnly() {
 		return gofuse.EROFS

@@ -61,6 +61,7 @@ func (fs *FS) ListXAttr(cancel <-chan struct{}, h *gofuse.InHeader, dest []byte)
 // XATTR_REPLACE, which the service takes as they are.
 func (fs *FS) SetXAttr(cancel <-chan struct{}, in *gofuse.SetXAttrIn, name string, value []byte) (st gofuse.Status) {
 	defer fs.observe(opSetxattr, time.Now(), &st)
+	defer fs.changingNode(client.Ino(in.NodeId))()
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
@@ -75,6 +76,7 @@ func (fs *FS) SetXAttr(cancel <-chan struct{}, in *gofuse.SetXAttrIn, name strin
 // RemoveXAttr removes an attribute.
 func (fs *FS) RemoveXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name string) (st gofuse.Status) {
 	defer fs.observe(opRemovexattr, time.Now(), &st)
+	defer fs.changingNode(client.Ino(h.NodeId))()
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}

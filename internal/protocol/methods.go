@@ -144,6 +144,9 @@ var methods = [...]Info{
 	pb.Method_READ_CHUNKS:  {ClassRead, RouteOne, chunksReq},
 	pb.Method_OPEN:         {ClassSession, RouteOne, openReq},
 	pb.Method_CLOSE:        {ClassSession, RouteOne, nodeReq},
+	// CREATE_OPEN creates a node and opens it: a session method (the
+	// open is counted per client) that also changes the namespace.
+	pb.Method_CREATE_OPEN:  {ClassSession, RouteOne, createReq},
 	pb.Method_COMPACT:      {ClassMutation, RouteOne, compactReq},
 	pb.Method_LIST_GARBAGE: {ClassRead, RouteOne, slicesReq},
 	pb.Method_PURGE:        {ClassMutation, RouteOne, purgeReq},

@@ -19,6 +19,9 @@ import (
 // changes reports whether a call with fields f changes what it names: a
 // write, or an OPEN for writing or truncating.
 func changes(m pb.Method, f *fields) bool {
+	if m == pb.Method_CREATE_OPEN {
+		return true // a create
+	}
 	if m == pb.Method_OPEN {
 		return f.seven&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC) != 0
 	}

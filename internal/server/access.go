@@ -342,7 +342,7 @@ func (a *access) admit(c *rpc.Call, m pb.Method) (engine.Cred, *session, bool) {
 		err = auth.ErrNotAdmin
 	case protocol.RouterOnly(m) && !forwarded && !cr.Admin && !cr.Router:
 		err = auth.ErrNotAdmin
-	case cr.ReadOnly && (classOf(m) == classMutation || m == pb.Method_OPEN && openWrites(c.Payload)):
+	case cr.ReadOnly && (classOf(m) == classMutation || m == pb.Method_OPEN && openWrites(c.Payload) || m == pb.Method_CREATE_OPEN):
 		err = auth.ErrReadOnly
 	case cr.Scoped() && classOf(m) == classLock && m != pb.Method_HEARTBEAT && !a.lockInside(c, cr):
 		err = auth.ErrOutside

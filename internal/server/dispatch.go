@@ -214,6 +214,9 @@ func dispatch(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Message, n
 		pb.Method_XRENAME_STATE, pb.Method_XRENAME_LIST:
 		return dispatchXRename(e, c, m, req, now)
 	}
+	if m == pb.Method_CREATE_OPEN {
+		return dispatchCreateOpen(e, c, req.(*pb.CreateRequest), now)
+	}
 	return dispatchData(e, c, m, req, now)
 }
 

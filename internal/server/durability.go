@@ -41,8 +41,8 @@ func (b *batch) noteDurability(o *op, logged bool) {
 	case !logged:
 	case earlyOp(o):
 		b.early = true
-	case !o.gone && classOf(o.method) == classMutation:
-		b.sync = true
+	case !o.gone && (classOf(o.method) == classMutation || o.method == pb.Method_CREATE_OPEN):
+		b.sync = true // CREATE_OPEN is a session call that also creates
 	}
 }
 
