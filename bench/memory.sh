@@ -7,8 +7,12 @@
 #      and lookup times.
 #   2. a canopy meta server, fresh, filled over RPC by canopy bench fill with
 #      the same tree; process_resident_memory_bytes and canopy_meta_inodes
-#      read off its metrics endpoint before and after, then again after a
-#      forced collection (pprof heap?gc=1) and a pause for the scavenger.
+#      read off its metrics endpoint before and after, then again once the
+#      idle sweep has finished (canopy_meta_idle_sweep_busy back to 0), the
+#      server has returned what it freed, and a forced collection (pprof
+#      heap?gc=1) and a pause for the scavenger have passed. Then the
+#      server is killed with SIGKILL and started again on its directory:
+#      seconds to its ready line and to the first stat it answers.
 #   3. Redis for reference (Debian's redis-server, no persistence): the same
 #      tree as one hash per directory, field = file name, value = a 64-byte
 #      string (the size of the engine's Attr record); used_memory from INFO
@@ -25,6 +29,7 @@
 #   hours, and Redis is skipped at that size).
 # Environment: WORKERS (creates in flight for the fill, default 64),
 # CONNS (default 4), TIMEOUT (per create, default 10m), SKIP_META=1,
+# SKIP_INPROC=1 (no in-process step), SKIP_RESTART=1, SWEEP_WAIT (seconds to wait for the sweep, default 3600),
 # SKIP_REDIS=1, OUT (table file, default memory-<date>.md here). Needs
 # curl; installs redis-server if missing.
 set -euo pipefail
@@ -96,6 +101,7 @@ for N in "$@"; do
 	echo "== $N files in $D directories" >&2
 
 	# 1. In process.
+	if [ -z "${SKIP_INPROC:-}" ]; then
 	echo "canopy bench memory --files $N --dirs $D" >&2
 	if ! j=$("$work/canopy" bench memory --files "$N" --dirs "$D" --json 2>"$work/memory.err" | tail -n 1); then
 		echo "canopy bench memory failed:" >&2; tail -n 20 "$work/memory.err" >&2; exit 1
@@ -109,6 +115,7 @@ for N in "$@"; do
 	idle=$(jget rss_bytes_per_file_after_idle <<<"$j")
 	if [ -n "$idle" ]; then
 		row "$N" "in process: resident after idle compaction" "$(printf %.1f "$idle")" "compaction $(printf %.2f "$(jget idle_seconds <<<"$j")") s"
+	fi
 	fi
 
 	# 2. A canopy meta server filled over RPC.
@@ -140,6 +147,23 @@ for N in "$@"; do
 		echo "$f" >&2
 		rss1=$(metric "$MADDR" process_resident_memory_bytes)
 		nodes1=$(metric "$MADDR" canopy_meta_inodes)
+		# Wait for the idle sweep to finish (it has done work and its
+		# gauge reads 0 again: a whole round found nothing left to pack)
+		# and for the checkpoint the fill's last records started, if any,
+		# to be written (its frozen view keeps a copy of every node chunk
+		# the sweep changed meanwhile); then for the memory they freed to
+		# be returned (the server does it at most every 10 s), then
+		# collect once more.
+		sw0=$(date +%s.%N)
+		for _ in $(seq "${SWEEP_WAIT:-3600}"); do
+			[ "$(metric "$MADDR" canopy_meta_idle_work_total)" != 0 ] &&
+				[ "$(metric "$MADDR" canopy_meta_idle_sweep_busy)" = 0 ] &&
+				[ "$(metric "$MADDR" canopy_meta_checkpoint_busy)" = 0 ] && break
+			sleep 1
+		done
+		sweep=$(awk -v s="$sw0" -v e="$(date +%s.%N)" 'BEGIN { printf "%.0f", e - s }')
+		echo "sweep and checkpoints idle after $sweep s; $(metric "$MADDR" canopy_meta_packed_dirs) directories packed" >&2
+		sleep 11
 		curl -sf "http://$MADDR/debug/pprof/heap?gc=1" >/dev/null
 		sleep 10
 		rss2=$(metric "$MADDR" process_resident_memory_bytes)
@@ -154,19 +178,27 @@ for N in "$@"; do
 			"$work/canopy" meta --dir "$work/meta" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
 				>"$work/meta.out" 2>"$work/meta.err" &
 			meta_pid=$!
-			for _ in $(seq 12000); do grep -q "ready at" "$work/meta.out" && break; sleep 0.05; done
-			restart=$(awk -v s="$t0" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
+			for _ in $(seq 12000); do grep -q "ready at" "$work/meta.out" && break; sleep 0.02; done
+			restart=$(awk -v s="$t0" -v e="$(date +%s.%N)" 'BEGIN { printf "%.2f", e - s }')
+			ADDR=$(sed -n 's/.*ready at //p' "$work/meta.out")
+			# The first stat answered after the restart (a file of the
+			# last directory: found through the loaded index).
+			for _ in $(seq 600); do
+				"$work/canopy" --addr "$ADDR" stat "/mdtest_tree.0/mdtest_tree.$D/file.mdtest.0.0" >/dev/null 2>&1 && break
+				sleep 0.05
+			done
+			firststat=$(awk -v s="$t0" -v e="$(date +%s.%N)" 'BEGIN { printf "%.2f", e - s }')
 			MADDR=$(sed -n 's/.*msg=metrics addr=\([0-9.:]*\).*/\1/p' "$work/meta.err" | head -n 1)
 			nodes3=$(metric "$MADDR" canopy_meta_inodes)
 			recovered=$(sed -n 's/.*msg=recovered //p' "$work/meta.err" | sed 's/dir=[^ ]* //')
-			echo "restart: $restart s to ready; $recovered" >&2
-			row "$N" "canopy meta restart after SIGKILL: seconds to ready" "$restart" "canopy_meta_inodes $nodes3 (before the kill $nodes1); $recovered"
+			echo "restart: $restart s to ready, $firststat s to the first stat answered; $recovered" >&2
+			row "$N" "canopy meta restart after SIGKILL: seconds to ready" "$restart" "first stat answered at $firststat s; canopy_meta_inodes $nodes3 (before the kill $nodes1); $recovered"
 		fi
 		stop_meta
 		meta=$(per "$rss0" "$rss2" "$N")
 		row "$N" "canopy meta over RPC: resident right after the fill" "$(per "$rss0" "$rss1" "$N")" \
 			"fill $(printf %.1f "$(jget seconds <<<"$f")") s ($(printf %.0f "$(jget files_per_sec <<<"$f")") creates/s, $WORKERS in flight); canopy_meta_inodes $nodes0 to $nodes1"
-		row "$N" "canopy meta over RPC: resident after a forced GC" "$meta" "resident $(( rss0 >> 20 )) MiB before, $(( rss1 >> 20 )) MiB after the fill, $(( rss2 >> 20 )) MiB after GC, when the Go heap held $(( idle2 >> 20 )) MiB idle, $(( released2 >> 20 )) MiB of it returned to the OS; ${packed2:-0} directories packed"
+		row "$N" "canopy meta over RPC: resident after the idle sweep and a forced GC" "$meta" "sweep and checkpoints idle $sweep s after the fill; resident $(( rss0 >> 20 )) MiB before, $(( rss1 >> 20 )) MiB after the fill, $(( rss2 >> 20 )) MiB after the sweep and GC, when the Go heap held $(( idle2 >> 20 )) MiB idle, $(( released2 >> 20 )) MiB of it returned to the OS; ${packed2:-0} directories packed"
 		row "$N" "canopy meta over RPC: Go heap in use after GC" "$(per "$heap0" "$heap2" "$N")" ""
 	fi
 

@@ -13,8 +13,11 @@ import (
 //     the name. A removed entry keeps its bytes with slot 0 until the
 //     buffer is rewritten.
 //   - index is an open-addressing table over the live entries' offsets
-//     (offset+1; 0 is empty), placed by a hash of the name. Small
-//     directories have none and are scanned.
+//     (offset+1; 0 is empty), placed by a hash of the name. While every
+//     offset+1 fits in 16 bits (a buffer under 64 KiB: directories of up
+//     to about 3,000 entries) the table is index16, of 2-byte cells,
+//     instead: half the bytes. Small directories have neither and are
+//     scanned.
 //   - sorted is the entries' offsets in name order, built for paged
 //     listings by the first listing and kept from then on (ord says how;
 //     listing.go); nil until then, and again after packing or loading.
@@ -28,6 +31,7 @@ import (
 type dirents struct {
 	buf       []byte
 	index     []uint32
+	index16   []uint16
 	sorted    []uint32
 	ord       *order // with sorted: what changed since sorted was built
 	packed    []byte
@@ -101,20 +105,28 @@ func (d *dirents) find(name string) int { return findEntry(d, name) }
 func (d *dirents) findBytes(name []byte) int { return findEntry(d, name) }
 
 func findEntry[S string | []byte](d *dirents, name S) int {
-	if d.index == nil {
-		for off := 0; off < len(d.buf); off = d.next(off) {
-			if d.slotAt(off) != 0 && string(d.nameAt(off)) == string(name) {
-				return off
-			}
-		}
-		return -1
+	switch {
+	case d.index16 != nil:
+		return probe(d, d.index16, name)
+	case d.index != nil:
+		return probe(d, d.index, name)
 	}
-	n := len(d.index)
+	for off := 0; off < len(d.buf); off = d.next(off) {
+		if d.slotAt(off) != 0 && string(d.nameAt(off)) == string(name) {
+			return off
+		}
+	}
+	return -1
+}
+
+// probe finds name through the index cells ix (d.index or d.index16).
+func probe[C uint16 | uint32, S string | []byte](d *dirents, ix []C, name S) int {
+	n := len(ix)
 	for i := pos(hashOf(name), n); ; i++ {
 		if i == n {
 			i = 0
 		}
-		v := d.index[i]
+		v := ix[i]
 		if v == 0 {
 			return -1
 		}
@@ -122,6 +134,47 @@ func findEntry[S string | []byte](d *dirents, name S) int {
 			return off
 		}
 	}
+}
+
+// indexed reports whether d has an index (of either width).
+func (d *dirents) indexed() bool { return d.index != nil || d.index16 != nil }
+
+// cells returns the size of d's index.
+func (d *dirents) cells() int { return len(d.index) + len(d.index16) }
+
+// cell returns the index cell i.
+func (d *dirents) cell(i int) uint32 {
+	if d.index16 != nil {
+		return uint32(d.index16[i])
+	}
+	return d.index[i]
+}
+
+// setCell sets the index cell i to v, which fits it (see fits16).
+func (d *dirents) setCell(i int, v uint32) {
+	if d.index16 != nil {
+		d.index16[i] = uint16(v)
+	} else {
+		d.index[i] = v
+	}
+}
+
+// fits16 reports whether an index of 2-byte cells can hold the entries
+// of a buffer of length n: every offset+1 below it fits.
+func fits16(n int) bool { return n < 1<<16 }
+
+// newIndex gives d an empty index of at least cells cells (the size
+// class's spare room used as cells too), 2-byte ones if the buffer's
+// offsets fit them.
+func (d *dirents) newIndex(cells int) {
+	d.index, d.index16 = nil, nil
+	if fits16(len(d.buf)) {
+		d.index16 = slices.Grow([]uint16(nil), cells)
+		d.index16 = d.index16[:cap(d.index16)]
+		return
+	}
+	d.index = slices.Grow([]uint32(nil), cells)
+	d.index = d.index[:cap(d.index)]
 }
 
 // lookup returns the slot of the child name, or 0.
@@ -158,8 +211,8 @@ func addEntry[S string | []byte](d *dirents, name S, slot uint32) {
 		d.ord.tailLen = -1 // the new entry is in the tail
 	}
 	switch {
-	case d.index != nil:
-		if (d.live+1)*4 > len(d.index)*3 {
+	case d.indexed():
+		if (d.live+1)*4 > d.cells()*3 || (d.index16 != nil && !fits16(off+1)) {
 			d.reindex()
 		} else {
 			d.place(off)
@@ -176,7 +229,7 @@ func (d *dirents) remove(name string) uint32 {
 		return 0
 	}
 	slot := d.slotAt(off)
-	if d.index != nil {
+	if d.indexed() {
 		d.unplace(off)
 	}
 	d.setSlotAt(off, 0)
@@ -187,7 +240,7 @@ func (d *dirents) remove(name string) uint32 {
 	}
 	if d.dead > 256 && d.dead*2 > len(d.buf) {
 		d.rewrite()
-	} else if d.index != nil && (d.live < smallDir/2 || d.live*8 < len(d.index)) {
+	} else if d.indexed() && (d.live < smallDir/2 || d.live*8 < d.cells()) {
 		d.reindex()
 	}
 	return slot
@@ -202,22 +255,22 @@ func (d *dirents) replace(name string, slot uint32) {
 
 // place puts the entry at off into the index.
 func (d *dirents) place(off int) {
-	n := len(d.index)
+	n := d.cells()
 	i := pos(hashName(string(d.nameAt(off))), n)
-	for d.index[i] != 0 {
+	for d.cell(i) != 0 {
 		if i++; i == n {
 			i = 0
 		}
 	}
-	d.index[i] = uint32(off + 1)
+	d.setCell(i, uint32(off+1))
 }
 
 // unplace takes the entry at off out of the index, shifting later entries
 // of its run back so that no lookup stops short.
 func (d *dirents) unplace(off int) {
-	n := len(d.index)
+	n := d.cells()
 	i := pos(hashName(string(d.nameAt(off))), n)
-	for d.index[i] != uint32(off+1) {
+	for d.cell(i) != uint32(off+1) {
 		if i++; i == n {
 			i = 0
 		}
@@ -226,29 +279,27 @@ func (d *dirents) unplace(off int) {
 		if j == n {
 			j = 0
 		}
-		v := d.index[j]
+		v := d.cell(j)
 		if v == 0 {
 			break
 		}
 		h := pos(hashName(string(d.nameAt(int(v-1)))), n)
 		if (j-h+n)%n >= (j-i+n)%n {
-			d.index[i] = v
+			d.setCell(i, v)
 			i = j
 		}
 	}
-	d.index[i] = 0
+	d.setCell(i, 0)
 }
 
 // reindex builds the index for the live entries, or drops it for a small
 // directory. A new index is half full.
 func (d *dirents) reindex() {
-	if d.live <= smallDir/2 || (d.index == nil && d.live <= smallDir) {
-		d.index = nil
+	if d.live <= smallDir/2 || (!d.indexed() && d.live <= smallDir) {
+		d.index, d.index16 = nil, nil
 		return
 	}
-	// Half full, and the size class's spare room used as buckets too.
-	d.index = slices.Grow([]uint32(nil), 2*d.live+1)
-	d.index = d.index[:cap(d.index)]
+	d.newIndex(2*d.live + 1)
 	for off := 0; off < len(d.buf); off = d.next(off) {
 		if d.slotAt(off) != 0 {
 			d.place(off)
@@ -271,7 +322,7 @@ func (d *dirents) rewrite() {
 		}
 	}
 	d.buf, d.dead, d.sorted, d.bufShared = buf, 0, nil, false
-	d.index = nil
+	d.index, d.index16 = nil, nil
 	d.reindex()
 	if order != nil {
 		d.remap(old, order)

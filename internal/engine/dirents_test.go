@@ -316,3 +316,74 @@ func TestListingKeptAcrossChanges(t *testing.T) {
 		})
 	}
 }
+
+// A directory's index has 2-byte cells while its buffer is under 64 KiB
+// and 4-byte ones past it, whichever way the buffer crosses the mark:
+// growing by adds, shrinking by removes and the rewrite, and loading.
+func TestDirentsIndexWidths(t *testing.T) {
+	d := &dirents{}
+	want := map[string]uint32{}
+	name := func(i int) string { return fmt.Sprintf("entry.with.a.long.common.prefix.%06d", i) }
+	const n = 3000 // 3,000 entries of 42 bytes: the buffer crosses 64 KiB at about 1,560
+	crossed := -1
+	for i := range n {
+		d.add(name(i), uint32(i+1))
+		want[name(i)] = uint32(i + 1)
+		if d.index16 != nil && !fits16(len(d.buf)) && !fits16(len(d.buf)-entHeader-len(name(i))+1) {
+			t.Fatalf("add %d: 2-byte index over an entry at %d", i, len(d.buf)-entHeader-len(name(i)))
+		}
+		if crossed < 0 && d.index != nil {
+			crossed = i
+		}
+		if i == 100 && d.index16 == nil {
+			t.Fatalf("100 entries in %d bytes: no 2-byte index", len(d.buf))
+		}
+	}
+	if crossed < 0 || d.index16 != nil {
+		t.Fatalf("%d entries in %d bytes: index widths 4:%d 2:%d", n, len(d.buf), len(d.index), len(d.index16))
+	}
+	if err := d.check(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if got := d.lookup(name(i)); got != uint32(i+1) {
+			t.Fatalf("lookup %d after growing: %d", i, got)
+		}
+	}
+	// Remove all but a few hundred: the rewrites bring the buffer under
+	// 64 KiB and the index back to 2-byte cells.
+	for i := range n - 300 {
+		if got := d.remove(name(i)); got != uint32(i+1) {
+			t.Fatalf("remove %d: %d", i, got)
+		}
+		delete(want, name(i))
+	}
+	if d.index16 == nil || d.index != nil {
+		t.Fatalf("300 entries in %d bytes: index widths 4:%d 2:%d", len(d.buf), len(d.index), len(d.index16))
+	}
+	if err := d.check(); err != nil {
+		t.Fatal(err)
+	}
+	compareListing(t, -1, d, want)
+	// Loading builds the width the buffer calls for.
+	for _, count := range []int{300, n} {
+		l := &dirents{}
+		for i := range count {
+			l.loadEntry([]byte(name(i)), uint32(i+1))
+		}
+		if dup := l.loaded(); dup != nil {
+			t.Fatalf("loaded %d: repeated %q", count, dup)
+		}
+		if wide := l.index != nil; wide != !fits16(len(l.buf)) || l.indexed() == false {
+			t.Fatalf("loaded %d entries in %d bytes: index widths 4:%d 2:%d", count, len(l.buf), len(l.index), len(l.index16))
+		}
+		if err := l.check(); err != nil {
+			t.Fatalf("loaded %d: %v", count, err)
+		}
+		for i := range count {
+			if got := l.lookup(name(i)); got != uint32(i+1) {
+				t.Fatalf("loaded %d: lookup %d = %d", count, i, got)
+			}
+		}
+	}
+}

@@ -64,6 +64,14 @@ type idleState struct {
 	cache map[*byte]*decodedDir
 	ring  []*byte // the cache's keys, oldest first at next
 	next  int     // the ring entry replaced next
+
+	// raw, slots and recs are the inflater's scratch (idle_inflate.go),
+	// kept from one inflation to the next so that a first access
+	// allocates only what the directory keeps; recs holds no address
+	// between inflations.
+	raw   []byte
+	slots []uint32
+	recs  []*node
 }
 
 // cacheDirs bounds the decoded directories kept: at most about 4,096
@@ -180,7 +188,7 @@ func (s *store) touch(d *dirents) {
 			s.unpackDeep(d)
 			s.idle.deepDirs--
 		} else {
-			d.unpack()
+			s.unpackEntries(d)
 		}
 		s.idle.packedDirs--
 		s.idle.inflations++
@@ -237,7 +245,7 @@ func (d *dirents) seal(kind byte, raw []byte) {
 	copy(packed[1:], enc)
 	d.packed = packed
 	d.bufLen = len(d.buf) - d.dead
-	d.buf, d.index, d.sorted, d.dead, d.bufShared = nil, nil, nil, 0, false
+	d.buf, d.index, d.index16, d.sorted, d.dead, d.bufShared = nil, nil, nil, nil, 0, false
 }
 
 // pack compresses the live entries and frees the buffer and index.
@@ -268,30 +276,6 @@ func (s *store) packDeep(d *dirents, xi uint32) {
 			s.releaseChunk(c)
 		}
 	}
-}
-
-// unpackDeep inflates the deep-packed d, which must not be shared with a
-// live freeze: the entries as unpack does, and the children's nodes back
-// into their slots.
-func (s *store) unpackDeep(d *dirents) {
-	raw := decodePacked(d.packed)
-	var slots []uint32
-	d.packed = nil
-	d.buf, d.bufShared = slices.Grow([]byte(nil), d.bufLen), false
-	rest := eachRaw(raw, func(name []byte, slot uint32) bool {
-		d.buf = binary.LittleEndian.AppendUint32(d.buf, slot)
-		d.buf = append(d.buf, byte(len(name)))
-		d.buf = append(d.buf, name...)
-		slots = append(slots, slot)
-		return true
-	})
-	d.reindex()
-	recs := make([]*node, len(slots))
-	for i, slot := range slots {
-		s.materialize(slot / slabChunk)
-		recs[i] = s.nodes.mut(slot)
-	}
-	decodeNodesInto(rest, recs)
 }
 
 // ghostAt reports whether slot, which must be live, holds a ghost.
@@ -525,21 +509,6 @@ func decodeNodesInto(raw []byte, recs []*node) {
 	for _, n := range recs {
 		n.aux = uint32(uv())
 	}
-}
-
-// unpack restores the buffer and index of a packed directory (its
-// entries only: a deep-packed one goes through store.unpackDeep).
-func (d *dirents) unpack() {
-	packed := d.packed
-	d.packed = nil
-	d.buf, d.bufShared = slices.Grow([]byte(nil), d.bufLen), false
-	eachPacked(packed, func(name []byte, slot uint32) bool {
-		d.buf = binary.LittleEndian.AppendUint32(d.buf, slot)
-		d.buf = append(d.buf, byte(len(name)))
-		d.buf = append(d.buf, name...)
-		return true
-	})
-	d.reindex()
 }
 
 // decodePacked returns the uncompressed bytes of a packed directory. The

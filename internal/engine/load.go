@@ -77,7 +77,7 @@ func (d *dirents) loaded() []byte {
 	}
 	d.sorted = nil
 	if d.live <= smallDir {
-		d.index = nil
+		d.index, d.index16 = nil, nil
 		for off := 0; off < len(d.buf); off = d.next(off) {
 			for o := d.next(off); o < len(d.buf); o = d.next(o) {
 				if string(d.nameAt(o)) == string(d.nameAt(off)) {
@@ -87,21 +87,29 @@ func (d *dirents) loaded() []byte {
 		}
 		return nil
 	}
-	d.index = slices.Grow([]uint32(nil), 2*d.live+1) // as reindex sizes it
-	d.index = d.index[:cap(d.index)]
-	n := len(d.index)
+	d.newIndex(2*d.live + 1) // as reindex sizes it
+	if d.index16 != nil {
+		return loadIndex(d, d.index16)
+	}
+	return loadIndex(d, d.index)
+}
+
+// loadIndex fills the empty index cells ix of d with its entries and
+// returns a name found twice, or nil.
+func loadIndex[C uint16 | uint32](d *dirents, ix []C) []byte {
+	n := len(ix)
 	for off := 0; off < len(d.buf); off = d.next(off) {
 		name := d.nameAt(off)
 		i := pos(hashOf(name), n)
-		for d.index[i] != 0 {
-			if string(d.nameAt(int(d.index[i]-1))) == string(name) {
+		for ix[i] != 0 {
+			if string(d.nameAt(int(ix[i]-1))) == string(name) {
 				return name
 			}
 			if i++; i == n {
 				i = 0
 			}
 		}
-		d.index[i] = uint32(off + 1)
+		ix[i] = C(off + 1)
 	}
 	return nil
 }

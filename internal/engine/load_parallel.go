@@ -413,7 +413,7 @@ func (e *Engine) checkLoaded() error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		storeErr = e.checkStore()
+		storeErr = e.checkStoreOf(true)
 	}()
 	err := e.check(func() error { <-done; return storeErr })
 	<-done

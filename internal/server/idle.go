@@ -28,11 +28,13 @@ func (a *applier) idleStep() (wake <-chan time.Time, more bool) {
 	if work == 0 {
 		if a.idleBusy {
 			a.idleBusy = false
+			a.stats.sweeping.Store(0)
 			a.freed() // the sweep has packed what it could
 		}
 		return nil, false // asleep until an operation uses a directory
 	}
 	a.idleBusy = true
+	a.stats.sweeping.Store(1)
 	a.metrics.idleSeconds.Observe(since(now))
 	a.metrics.idleWork.Add(float64(work))
 	a.storeGauges()

@@ -61,6 +61,34 @@ func TestIdleSweepPacksDirectories(t *testing.T) {
 	}
 }
 
+// canopy_meta_idle_sweep_busy says when the sweep has finished: once it
+// has done work and reads 0 again, every directory is packed.
+func TestIdleSweepBusyGauge(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	_, c := serveOn(t, Config{Dir: t.TempDir(), Metrics: reg, IdleRound: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	ctx := context.Background()
+	for d := range 3 {
+		if _, err := c.Mkdir(ctx, fmt.Sprintf("/d%d", d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 700 {
+			if _, err := c.Create(ctx, fmt.Sprintf("/d%d/f%04d", d, i), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for metric(t, reg, "canopy_meta_idle_work_total") == 0 || metric(t, reg, "canopy_meta_idle_sweep_busy") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("sweep still busy after 30 s idle (work %v, busy %v)", metric(t, reg, "canopy_meta_idle_work_total"), metric(t, reg, "canopy_meta_idle_sweep_busy"))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := metric(t, reg, "canopy_meta_packed_dirs"); n != 4 {
+		t.Fatalf("sweep idle with %v directories packed, want 4 (the root and three)", n)
+	}
+}
+
 // metric returns the value of the counter or gauge name in reg.
 func metric(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()

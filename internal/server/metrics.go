@@ -105,6 +105,13 @@ func newMetrics(s *Server, sm *stateMachine, reg prometheus.Registerer) *metrics
 		{"canopy_meta_open_files", "Files open by clients (opens counted once per file).", s.stats.openFiles.Load},
 		{"canopy_meta_orphans", "Files kept open after their last link went.", s.stats.orphans.Load},
 		{"canopy_meta_packed_dirs", "Directories the idle sweep holds compressed.", s.stats.packed.Load},
+		{"canopy_meta_checkpoint_busy", "1 while a checkpoint is being encoded or written (its frozen view holds what the partition changes meanwhile), else 0.", func() int64 {
+			if s.ckptBusy.Load() {
+				return 1
+			}
+			return 0
+		}},
+		{"canopy_meta_idle_sweep_busy", "1 while the idle sweep has directories left to visit or pack, 0 once a whole round found nothing to do.", s.stats.sweeping.Load},
 		{"canopy_meta_file_locks", "File locks held (POSIX ranges and flocks).", func() int64 { l, _, _ := s.locks.Stats(); return int64(l) }},
 		{"canopy_meta_lock_waits", "SETLKW calls waiting for a lock.", func() int64 { _, w, _ := s.locks.Stats(); return int64(w) }},
 	}

@@ -342,6 +342,7 @@ type stats struct {
 	orphans   atomic.Int64  // open files with no links left, as of the last batch
 	packed    atomic.Int64  // directories packed by the idle sweep, as of the last batch or step
 	inflated  atomic.Uint64 // packed directories inflated for use
+	sweeping  atomic.Int64  // 1 while the idle sweep has work left, 0 once a round found none
 	lsn       atomic.Uint64 // last log record written
 	records   atomic.Uint64 // log records written
 	batches   atomic.Uint64 // batches applied
