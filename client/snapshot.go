@@ -14,7 +14,7 @@ const SnapshotDir = ".snapshot"
 
 // Snapshot is one snapshot of a directory.
 type Snapshot struct {
-	Name    string
+	Name    string    // its name under PATH/.snapshot
 	Dir     Ino       // the directory it was taken of
 	Ino     Ino       // its root, PATH/.snapshot/NAME
 	Created time.Time // when it was taken
@@ -66,8 +66,8 @@ func (c *Client) SnapshotRemove(ctx context.Context, p, name string) error {
 // has, "M" for one whose node differs; Path is relative to the directory
 // ("." is the directory itself, "./a/b" below it).
 type SnapshotChange struct {
-	Op   string `json:"op"`
-	Path string `json:"path"`
+	Op   string `json:"op"`   // "+", "-" or "M"
+	Path string `json:"path"` // relative to the directory
 	Type string `json:"type"` // file, dir, symlink, fifo, socket, char, block
 }
 
