@@ -19,7 +19,7 @@ import (
 
 // ErrGrace refuses, during the grace period, a lock that is not a
 // reclaim; callers test it with errors.Is (it is EAGAIN for Set).
-var ErrGrace = fmt.Errorf("locks are being reclaimed after a failover: %w", syscall.EAGAIN)
+var ErrGrace = fmt.Errorf("locks are being reclaimed after a failover or restart: %w", syscall.EAGAIN)
 
 // Restart drops every lock and wait (the waits are answered EAGAIN, and
 // no client is told it lost its locks: each takes them again) and starts

@@ -106,7 +106,9 @@ func decodeLock(client rpc.ClientID, payload []byte) (locks.Request, *pb.LockReq
 // take again. A replica that leads again later starts its table again
 // too (the locks it remembers may have changed meanwhile). The first
 // leader of a fresh group (no leader known before it in this process,
-// and no state on disk when it opened) has nothing to wait for.
+// and no state on disk when it opened) has nothing to wait for. A single
+// server restarted on a directory that held a partition starts its table
+// with the same grace period (server.go, Open).
 
 // lockGraceShare: a new leader's grace period lasts the lock timeout
 // divided by it.

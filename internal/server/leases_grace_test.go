@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -56,34 +58,99 @@ func TestLockGraceAfterFailover(t *testing.T) {
 
 	g.stop(lead)
 	next := g.leader()
-	elected := time.Now()
-	// From the election on, B keeps trying until the new leader knows
-	// A's lock (A reclaimed it) and a while after.
-	var reclaimed time.Duration
-	for deadline := elected.Add(3 * timeout); ; {
-		err := b.SetLk(ctx, ino, 2, whole)
-		if err == nil {
-			t.Fatalf("B got the lock %v after replica %d was elected, before A reclaimed it", time.Since(elected), next+1)
-		}
-		if !errors.Is(err, syscall.EAGAIN) {
-			t.Fatalf("B's lock after the failover: %v", err)
-		}
-		if reclaimed == 0 {
-			if l, err := b.GetLk(ctx, ino, 2, whole); err == nil && l.Type == client.WriteLock && l.Pid == 42 {
-				reclaimed = time.Since(elected)
-				t.Logf("A's lock reclaimed %v after the election", reclaimed.Round(time.Millisecond))
-			}
-		} else if time.Since(elected) > reclaimed+timeout/2 {
-			break // past the grace period: B is refused because A holds it
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("A's lock not reclaimed %v after the failover", time.Since(elected))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	refusedUntilReclaimed(t, ctx, b, ino, whole, timeout, fmt.Sprintf("replica %d was elected", next+1))
 	if n := lost.Load(); n != 0 {
 		t.Fatalf("A was told %d times it lost its lock", n)
 	}
+	unlockThenTaken(t, ctx, a, b, ino, whole, timeout)
+}
+
+// TestLockGraceAfterRestart: a single server holding client A's write
+// lock is stopped and started again on the same directory and address.
+// Client B, trying the lock from the moment the server is back, must not
+// get it before A has taken it again, and A is not told it lost it.
+func TestLockGraceAfterRestart(t *testing.T) {
+	const timeout = 4 * time.Second // grace: 2 s; A's heartbeats: every 1.33 s
+	cfg := Config{Dir: t.TempDir(), LockTimeout: timeout, Logger: slog.New(slog.DiscardHandler)}
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	go s.Serve(ln)
+	var lost atomic.Int64
+	a, err := client.Dial(addr, client.Options{Cred: &client.Cred{}, OnLocksLost: func(client.Ino) { lost.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b := dial(t, addr, client.Cred{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	fi, err := a.Create(ctx, "/locked", 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ino := fi.Ino()
+	whole := client.Lock{Type: client.WriteLock, End: client.LockEOF, Pid: 42}
+	if err := a.SetLk(ctx, ino, 1, whole); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(cfg); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if ln, err = net.Listen("tcp", addr); err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	refusedUntilReclaimed(t, ctx, b, ino, whole, timeout, "the server started again")
+	if n := lost.Load(); n != 0 {
+		t.Fatalf("A was told %d times it lost its lock", n)
+	}
+	unlockThenTaken(t, ctx, a, b, ino, whole, timeout)
+}
+
+// refusedUntilReclaimed has b try, from now on, the lock a held before
+// the table started again (after what): b must never get it before the
+// table knows a's lock again, nor for half a timeout after.
+func refusedUntilReclaimed(t *testing.T, ctx context.Context, b *client.Client, ino client.Ino, whole client.Lock, timeout time.Duration, what string) {
+	t.Helper()
+	since := time.Now()
+	var reclaimed time.Duration
+	for deadline := since.Add(3 * timeout); ; {
+		err := b.SetLk(ctx, ino, 2, whole)
+		if err == nil {
+			t.Fatalf("B got the lock %v after %s, before A reclaimed it", time.Since(since), what)
+		}
+		if !errors.Is(err, syscall.EAGAIN) {
+			t.Fatalf("B's lock after %s: %v", what, err)
+		}
+		if reclaimed == 0 {
+			if l, err := b.GetLk(ctx, ino, 2, whole); err == nil && l.Type == client.WriteLock && l.Pid == 42 {
+				reclaimed = time.Since(since)
+				t.Logf("A's lock reclaimed %v after %s", reclaimed.Round(time.Millisecond), what)
+			}
+		} else if time.Since(since) > reclaimed+timeout/2 {
+			return // past the grace period: B is refused because A holds it
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("A's lock not reclaimed %v after %s", time.Since(since), what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// unlockThenTaken has a let the lock go and b then take it.
+func unlockThenTaken(t *testing.T, ctx context.Context, a, b *client.Client, ino client.Ino, whole client.Lock, timeout time.Duration) {
+	t.Helper()
 	if err := a.SetLk(ctx, ino, 1, client.Lock{Type: client.Unlock, End: client.LockEOF}); err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +158,7 @@ func TestLockGraceAfterFailover(t *testing.T) {
 	for {
 		err := b.SetLk(ctx, ino, 2, whole)
 		if err == nil {
-			break
+			return
 		}
 		if !errors.Is(err, syscall.EAGAIN) || time.Now().After(deadline) {
 			t.Fatal(fmt.Errorf("B's lock after A let it go: %w", err))

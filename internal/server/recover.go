@@ -19,8 +19,9 @@ import (
 // checkpoint recovery started from.
 type recovered struct {
 	*stateMachine
-	wal     *wal.Log
-	ckptLSN uint64
+	wal       *wal.Log
+	ckptLSN   uint64
+	restarted bool // the directory held a partition already: its clients may hold locks from before
 }
 
 // recoverState loads the newest checkpoint in cfg.Dir (or creates and
@@ -85,7 +86,7 @@ func recoverState(cfg *Config) (*recovered, error) {
 	log.Info("recovered", "dir", dir, "nodes", sm.eng.Len(), "checkpoint_lsn", lsn,
 		"replayed", l.LastLSN()-lsn, "checkpoint_seconds", loaded.Sub(start).Seconds(),
 		"replay_seconds", time.Since(loaded).Seconds())
-	return &recovered{stateMachine: sm, wal: l, ckptLSN: lsn}, nil
+	return &recovered{stateMachine: sm, wal: l, ckptLSN: lsn, restarted: ok}, nil
 }
 
 // logRestart applies and logs the record that ends every session before

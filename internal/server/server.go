@@ -200,6 +200,11 @@ func Open(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.wal = r.wal
+	if r.restarted {
+		// Clients may hold locks the last run granted: as after a
+		// failover, grant only their reclaims for a while.
+		s.locks.Restart(s.locks.Timeout() / lockGraceShare)
+	}
 	s.metrics = newMetrics(s, r.stateMachine, cfg.Metrics)
 	s.stats.storeGauges(r.stateMachine)
 	s.stats.lsn.Store(r.nextLSN - 1)
