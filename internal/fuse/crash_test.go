@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/canopyfs/canopy/client"
+	"github.com/canopyfs/canopy/internal/crashcheck"
 	"github.com/canopyfs/canopy/internal/server"
 )
 
@@ -175,41 +176,9 @@ func (w *mountWriter) run(mnt string) {
 // one whole (no file names data that is not there), none that was synced
 // is missing, and in the strict mode none that was acknowledged.
 func (w *mountWriter) check(ctx context.Context, c *client.Client) error {
-	ents, err := c.ReadDir(ctx, w.dir())
+	n, err := crashcheck.Files(ctx, c, w.dir(), w.acked, func(i int) []byte { return mountFileData(w.id, i) })
 	if err != nil {
 		return err
-	}
-	have := make(map[int]bool, len(ents))
-	for _, e := range ents {
-		i, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "f"))
-		if err != nil {
-			return fmt.Errorf("%s: unexpected entry %q", w.dir(), e.Name())
-		}
-		have[i] = true
-	}
-	n := len(have)
-	for i := range n {
-		if !have[i] {
-			return fmt.Errorf("%s: %d files but f%d is missing: what was lost is not a suffix", w.dir(), n, i)
-		}
-		p := fmt.Sprintf("%s/f%d", w.dir(), i)
-		data, err := c.ReadFile(ctx, p)
-		if err != nil {
-			return fmt.Errorf("read %s: %w", p, err)
-		}
-		if bytes.Equal(data, mountFileData(w.id, i)) {
-			continue
-		}
-		// The file in flight may have been created and not yet
-		// committed: it is removed, and written again next.
-		if i == n-1 && i > w.acked && len(data) == 0 {
-			if err := c.Remove(ctx, p); err != nil {
-				return err
-			}
-			n--
-			break
-		}
-		return fmt.Errorf("%s: %d bytes, not the %d written", p, len(data), len(mountFileData(w.id, i)))
 	}
 	if n-1 < w.synced {
 		return fmt.Errorf("%s: f%d was fsync'd, but only %d files are left", w.dir(), w.synced, n)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/canopyfs/canopy/client"
+	"github.com/canopyfs/canopy/internal/crashcheck"
 )
 
 // durabilityCyclesEnv sets the number of kill cycles of
@@ -81,41 +82,9 @@ func (w *fileWriter) run(addr string, stop <-chan struct{}) error {
 // the strict mode none that was acknowledged. The next file written is
 // f(N+1).
 func (w *fileWriter) check(ctx context.Context, c *client.Client) error {
-	ents, err := c.ReadDir(ctx, w.dir())
+	n, err := crashcheck.Files(ctx, c, w.dir(), w.acked, func(i int) []byte { return fileData(w.id, i) })
 	if err != nil {
 		return err
-	}
-	have := make(map[int]bool, len(ents))
-	for _, e := range ents {
-		i, err := strconv.Atoi(e.Name()[1:])
-		if err != nil {
-			return fmt.Errorf("%s: unexpected entry %q", w.dir(), e.Name())
-		}
-		have[i] = true
-	}
-	n := len(have)
-	for i := range n {
-		if !have[i] {
-			return fmt.Errorf("%s: %d files but f%d is missing: what was lost is not a suffix", w.dir(), n, i)
-		}
-		p := fmt.Sprintf("%s/f%d", w.dir(), i)
-		data, err := c.ReadFile(ctx, p)
-		if err != nil {
-			return fmt.Errorf("read %s: %w", p, err)
-		}
-		if bytes.Equal(data, fileData(w.id, i)) {
-			continue
-		}
-		// The file in flight may have been created and not yet written:
-		// it is removed, and written again next.
-		if i == n-1 && i > w.acked && len(data) == 0 {
-			if err := c.Remove(ctx, p); err != nil {
-				return err
-			}
-			n--
-			break
-		}
-		return fmt.Errorf("%s: %d bytes, not the %d written", p, len(data), len(fileData(w.id, i)))
 	}
 	if n-1 < w.synced {
 		return fmt.Errorf("%s: f%d was synced, but only %d files are left", w.dir(), w.synced, n)
