@@ -226,7 +226,7 @@ func (e *Engine) removeCheck(d, victim *node) error {
 		return err
 	}
 	if victim.isDir() && e.hasSnapshots(victim.Ino) {
-		return fmt.Errorf("directory %d has snapshots: %w", victim.Ino, syscall.EBUSY)
+		return syscall.EBUSY // a bare errno, as every namespace call returns
 	}
 	return nil
 }

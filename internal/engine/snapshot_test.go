@@ -385,3 +385,30 @@ func TestCloneOwnerQuota(t *testing.T) {
 	}
 	mustCheck(t, e)
 }
+
+// TestSnapshotBusyBareErrno: removing or replacing a directory that has
+// snapshots fails with EBUSY itself, not an error wrapping it, as every
+// namespace call's errors are bare errnos.
+func TestSnapshotBusyBareErrno(t *testing.T) {
+	e, want := trashTree(t)
+	now := trashHour + 1
+	b := want["/a/b"]
+	get(e.SnapshotCreate(credRoot, b.Ino, "s1", now))
+	empty := get(e.Mkdir(credRoot, want["/a"].Ino, "empty", 0o755, now))
+	get(e.SnapshotCreate(credRoot, empty.Ino, "s1", now))
+	x := get(e.Mkdir(credRoot, want["/a"].Ino, "x", 0o755, now))
+	for what, err := range map[string]error{
+		"rmdir":           e.Rmdir(credRoot, want["/a"].Ino, "empty", now),
+		"unlink":          e.Unlink(credRoot, want["/a"].Ino, "empty", now),
+		"rename over":     e.Rename(credRoot, want["/a"].Ino, "x", want["/a"].Ino, "empty", 0, now),
+		"rename exchange": e.Rename(credRoot, want["/a"].Ino, "x", want["/a"].Ino, "b", RenameExchange, now),
+	} {
+		if err != syscall.EBUSY {
+			t.Errorf("%s of a directory with snapshots: %#v, want the bare EBUSY", what, err)
+		}
+	}
+	if got := get(e.Lookup(credRoot, want["/a"].Ino, "x")); got.Ino != x.Ino {
+		t.Fatalf("a refused rename moved /a/x: %+v", got)
+	}
+	mustCheck(t, e)
+}
