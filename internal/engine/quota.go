@@ -70,7 +70,9 @@ type quotaState struct {
 // SetQuota sets the limits of the quota on directory ino, making one if
 // there is none. Only root may (EPERM). Limits below what the subtree
 // holds now are refused (EDQUOT), and so is a subtree holding a node with
-// links outside it that would then lie under another quota (EXDEV).
+// links outside it that would then lie under another quota (EXDEV). A
+// directory in the snapshot area takes none (EROFS): the area is read
+// only, and snapshots count under the quotas over the root.
 func (e *Engine) SetQuota(c Cred, ino Ino, maxFiles, maxBytes uint64) (Quota, error) {
 	if !c.IsRoot() {
 		return Quota{}, syscall.EPERM
@@ -78,6 +80,9 @@ func (e *Engine) SetQuota(c Cred, ino Ino, maxFiles, maxBytes uint64) (Quota, er
 	d, err := e.peekDir(ino)
 	if err != nil {
 		return Quota{}, err
+	}
+	if err := e.roCheck(ino); err != nil {
+		return Quota{}, err // the snapshot area is read only, and its copies count under the root's quotas
 	}
 	lim := QuotaLimit{Dir: ino, MaxFiles: maxFiles, MaxBytes: maxBytes}
 	if u, ok := e.quota.dirs[ino]; ok {

@@ -412,3 +412,25 @@ func TestSnapshotBusyBareErrno(t *testing.T) {
 	}
 	mustCheck(t, e)
 }
+
+// TestSnapshotAreaTakesNoQuota: the snapshot area is read only, so no
+// quota is set on it or in it, and a snapshot counts under the root's
+// quotas alone, which hold what lies below them.
+func TestSnapshotAreaTakesNoQuota(t *testing.T) {
+	e, want := trashTree(t)
+	now := trashHour + 1
+	get(e.SnapshotCreate(credRoot, want["/a/b"].Ino, "s1", now))
+	area := get(e.Lookup(credRoot, e.Root(), SnapshotArea))
+	for _, ino := range []Ino{area.Ino, get(e.Lookup(credRoot, want["/a/b"].Ino, SnapshotDir)).Ino,
+		get(e.Resolve(credRoot, "/a/b/.snapshot/s1", false)).Ino} {
+		_, err := e.SetQuota(credRoot, ino, 4, 0)
+		wantErrno(t, "quota in the snapshot area", err, syscall.EROFS)
+	}
+	q0 := get(e.SetQuota(credRoot, e.Root(), 100, 0))
+	info := get(e.SnapshotCreate(credRoot, want["/a"].Ino, "s2", now))
+	// The snapshot's nodes and its directory in the area.
+	if q := get(e.GetQuota(e.Root())); q.Files != q0.Files+info.Nodes+1 {
+		t.Fatalf("root quota counts %d nodes after a snapshot of %d, %d before", q.Files, info.Nodes, q0.Files)
+	}
+	mustCheck(t, e)
+}
