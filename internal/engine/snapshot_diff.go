@@ -117,7 +117,9 @@ func join(dir, name string) string { return dir + "/" + name }
 
 // sameNode reports whether a and b, of one type, hold the same.
 func (e *Engine) sameNode(a, b *node) bool {
-	if a.Mode != b.Mode || a.own != b.own || a.Mtime != b.Mtime || (!a.isDir() && a.Size != b.Size) {
+	// The owners, not the owner ids: an id also names the node's quota
+	// region, which a snapshot's copy does not share.
+	if a.Mode != b.Mode || e.uid(a) != e.uid(b) || e.gid(a) != e.gid(b) || a.Mtime != b.Mtime || (!a.isDir() && a.Size != b.Size) {
 		return false
 	}
 	xa, xb := e.st.extraOf(a), e.st.extraOf(b)

@@ -434,3 +434,22 @@ func TestSnapshotAreaTakesNoQuota(t *testing.T) {
 	}
 	mustCheck(t, e)
 }
+
+// TestSnapshotDiffUnderQuota: a snapshot of a directory under a quota
+// shows no change of its files, which its copies, counted under the
+// root's quotas instead, hold unchanged.
+func TestSnapshotDiffUnderQuota(t *testing.T) {
+	e, want := trashTree(t)
+	now := trashHour + 1
+	get(e.SetQuota(credRoot, want["/a"].Ino, 100, 0))
+	get(e.SnapshotCreate(credRoot, want["/a"].Ino, "s1", now))
+	changes, _ := must2[[]SnapshotChange, bool](t)(e.SnapshotDiff(credRoot, want["/a"].Ino, "s1", ""))
+	if len(changes) != 0 {
+		t.Fatalf("diff of a snapshot just taken under a quota: %v", changes)
+	}
+	get(e.SetAttr(credRoot, want["/a/b/f"].Ino, SetAttr{Valid: SetUID, UID: credU2.UID}, now+1))
+	changes, _ = must2[[]SnapshotChange, bool](t)(e.SnapshotDiff(credRoot, want["/a"].Ino, "s1", ""))
+	if fmt.Sprint(changes) != fmt.Sprint([]SnapshotChange{{'M', "./b/f", S_IFREG}}) {
+		t.Fatalf("diff after a chown: %v", changes)
+	}
+}
