@@ -41,6 +41,7 @@ type modelVariant struct {
 	acls    bool // POSIX ACLs in the xattr ops
 	reload  int  // if not 0: reload the engine from its own checkpoint every reload steps
 	trash   bool // the trash on, and its ops in the mix
+	snaps   bool // clones, snapshots and ops through .snapshot in the mix
 }
 
 var modelVariants = []modelVariant{
@@ -62,6 +63,11 @@ var modelVariants = []modelVariant{
 	{name: "trash-quotas", names: model.Names, trash: true, quotas: true, seeds: 2},
 	{name: "trash-reload", names: model.Names, trash: true, quotas: true, reload: 7, seeds: 2},
 	{name: "trash-compact", names: model.WideNames, trash: true, compact: true, seeds: 2},
+	{name: "snapshots", names: model.Names, snaps: true, seeds: 4},
+	{name: "snapshots-quotas-trash", names: model.Names, snaps: true, quotas: true, trash: true, seeds: 2},
+	{name: "snapshots-reload", names: model.Names, snaps: true, acls: true, reload: 7, seeds: 2},
+	{name: "snapshots-compact", names: model.WideNames, snaps: true, compact: true, seeds: 1},
+	{name: "snapshots-frozen", names: model.Names, snaps: true, freeze: 3, seeds: 1},
 }
 
 const (
@@ -105,7 +111,7 @@ func runModel(t *testing.T, v modelVariant, steps int) {
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			start := time.Now()
-			cfg := model.Config{Seed: seed, Steps: steps, Partition: modelPartition, T0: modelT0, Names: v.names, Quotas: v.quotas, ACLs: v.acls, Trash: v.trash}
+			cfg := model.Config{Seed: seed, Steps: steps, Partition: modelPartition, T0: modelT0, Names: v.names, Quotas: v.quotas, ACLs: v.acls, Trash: v.trash, Snapshots: v.snaps}
 			newTarget := func() model.Target { return newVariantTarget(v) }
 			if f := model.Run(cfg, newTarget()); f != nil {
 				ops, g := model.Shrink(cfg, f.Ops, newTarget)
@@ -128,7 +134,7 @@ func replayModel(t *testing.T, v modelVariant, file string) {
 	if err != nil {
 		t.Fatalf("%s: %v", file, err)
 	}
-	cfg := model.Config{Partition: modelPartition, T0: modelT0, Names: v.names, Quotas: v.quotas, ACLs: v.acls, Trash: v.trash}
+	cfg := model.Config{Partition: modelPartition, T0: modelT0, Names: v.names, Quotas: v.quotas, ACLs: v.acls, Trash: v.trash, Snapshots: v.snaps}
 	newTarget := func() model.Target { return newVariantTarget(v) }
 	if f := model.Replay(cfg, ops, newTarget()); f != nil {
 		shrunk, g := model.Shrink(cfg, ops, newTarget)

@@ -14,7 +14,7 @@ var errnoNames = map[syscall.Errno]string{
 	syscall.ELOOP: "ELOOP", syscall.EMLINK: "EMLINK", syscall.ENAMETOOLONG: "ENAMETOOLONG",
 	syscall.ENODATA: "ENODATA", syscall.ENOENT: "ENOENT", syscall.ENOSPC: "ENOSPC",
 	syscall.ENOTDIR: "ENOTDIR", syscall.ENOTEMPTY: "ENOTEMPTY", syscall.EOPNOTSUPP: "EOPNOTSUPP",
-	syscall.EPERM: "EPERM", syscall.ERANGE: "ERANGE", syscall.EXDEV: "EXDEV", syscall.EDQUOT: "EDQUOT",
+	syscall.EPERM: "EPERM", syscall.ERANGE: "ERANGE", syscall.EXDEV: "EXDEV", syscall.EDQUOT: "EDQUOT", syscall.EROFS: "EROFS",
 }
 
 // ErrnoName is the errno's symbol ("ok" for 0).

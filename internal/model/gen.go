@@ -48,6 +48,7 @@ type Generator struct {
 	quotas bool
 	acls   bool
 	trash  bool
+	snaps  bool
 }
 
 // GenConfig shapes a generator's stream.
@@ -67,11 +68,14 @@ type GenConfig struct {
 	// Trash adds the trash ops to the mix and keeps the other ops out of
 	// the trash's own directories (the same promise again).
 	Trash bool
+	// Snapshots adds clones, snapshots and ops on paths through
+	// .snapshot to the mix (the same promise).
+	Snapshots bool
 }
 
 // NewGenerator returns the generator for seed, reading the tree of o.
 func NewGenerator(seed int64, o *Oracle, cfg GenConfig) *Generator {
-	g := &Generator{rng: rand.New(rand.NewSource(seed)), o: o, names: cfg.Names, allow: cfg.Allow, first: true, quotas: cfg.Quotas, acls: cfg.ACLs, trash: cfg.Trash}
+	g := &Generator{rng: rand.New(rand.NewSource(seed)), o: o, names: cfg.Names, allow: cfg.Allow, first: true, quotas: cfg.Quotas, acls: cfg.ACLs, trash: cfg.Trash, snaps: cfg.Snapshots}
 	if g.names == nil {
 		g.names = Names
 	}
@@ -209,6 +213,9 @@ func (g *Generator) random() Op {
 	}
 	if g.trash && g.chance(6) {
 		return g.trashOp()
+	}
+	if g.snaps && g.chance(7) {
+		return g.snapOp()
 	}
 	c := g.cred()
 	switch w := g.pick(100); {

@@ -206,6 +206,14 @@ func Apply(ns Namespace, op Op, now int64) (Result, error) {
 		asRoot(func(ino Ino) { r.Text, err = applyQuota(ns, op, ino) })
 	case KTrashLs, KTrashRestore, KTrashPurge:
 		r.Text, err = applyTrash(ns, op, now)
+	case KClone:
+		node(op.Follow, func(ino Ino) {
+			parent(op.Path2, func(p Ino, name string) error { attr(applyClone(ns, c, ino, p, name, now)); return err })
+		})
+	case KCloneIno:
+		attr(applyClone(ns, c, op.Ino, op.Ino2, op.Name, now))
+	case KSnapCreate, KSnapRm, KSnapLs, KSnapDiff:
+		asRoot(func(ino Ino) { r.Attr, r.Text, err = applySnapshot(ns, op, ino, now) })
 	default:
 		return Result{}, fmt.Errorf("%w: unknown operation %q", ErrSyntax, op.Kind)
 	}

@@ -63,6 +63,16 @@ const (
 	KTrashLs      Kind = "trash.ls"      //
 	KTrashRestore Kind = "trash.restore" // Name (the hour), Name2 (the entry; "": the whole hour)
 	KTrashPurge   Kind = "trash.purge"   // Flags (1: every hour; 0: the hours ended by now)
+
+	// Clones and snapshots (snapshot.go). A clone resolves its source and
+	// the new entry's parent as the caller; the snapshot ops find their
+	// directory as root, and the caller's identity decides the call.
+	KClone      Kind = "clone"       // Path (the source; followed if Follow), Path2 (the new entry)
+	KCloneIno   Kind = "i.clone"     // Ino copied as Ino2/Name
+	KSnapCreate Kind = "snap.create" // Path, Name
+	KSnapRm     Kind = "snap.rm"     // Path, Name
+	KSnapLs     Kind = "snap.ls"     // Path
+	KSnapDiff   Kind = "snap.diff"   // Path, Name (from), Name2 (to; "": the directory now)
 )
 
 // Kinds lists every operation kind.
@@ -75,6 +85,7 @@ var Kinds = []Kind{
 	KListXattrIno, KGetXattrIno, KSummaryIno, KReaddirIno, KRemoveXattrIno,
 	KQuotaSet, KQuotaGet, KQuotaRm,
 	KTrashLs, KTrashRestore, KTrashPurge,
+	KClone, KCloneIno, KSnapCreate, KSnapRm, KSnapLs, KSnapDiff,
 }
 
 // InodeLevel reports whether k names nodes by inode number.

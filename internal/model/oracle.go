@@ -275,6 +275,11 @@ func (m *Oracle) child(d *node, name string) (*node, error) {
 	}
 	ino, ok := d.ents[name]
 	if !ok {
+		if name == SnapshotDir {
+			if ad := m.snapDir(d.ino); ad != nil {
+				return ad, nil // the directory's snapshots (snapshot.go)
+			}
+		}
 		return nil, syscall.ENOENT
 	}
 	return m.nodes[ino], nil

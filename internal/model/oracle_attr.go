@@ -31,6 +31,9 @@ func (m *Oracle) SetAttr(c Cred, ino Ino, s SetAttr, now int64) (Attr, error) {
 	if !ok {
 		return Attr{}, syscall.ENOENT
 	}
+	if err := m.roErr(n); err != nil {
+		return Attr{}, err
+	}
 	v := s.Valid
 	root := c.UID == 0
 	owner := ownerOrRoot(c, n)
@@ -216,6 +219,9 @@ func (m *Oracle) SetXattr(c Cred, ino Ino, name string, value []byte, flags uint
 	if !ok {
 		return syscall.ENOENT
 	}
+	if err := m.roErr(n); err != nil {
+		return err
+	}
 	if flags&^(XattrCreate|XattrReplace) != 0 {
 		return syscall.EINVAL
 	}
@@ -266,6 +272,9 @@ func (m *Oracle) RemoveXattr(c Cred, ino Ino, name string, now int64) error {
 	n, ok := m.nodes[ino]
 	if !ok {
 		return syscall.ENOENT
+	}
+	if err := m.roErr(n); err != nil {
+		return err
 	}
 	if err := checkXattrNameLen(name); err != nil {
 		return err

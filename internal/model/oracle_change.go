@@ -31,6 +31,9 @@ func (m *Oracle) prepCreate(c Cred, parent Ino, name string) (*node, error) {
 	if _, ok := d.ents[name]; ok {
 		return nil, syscall.EEXIST
 	}
+	if err := m.entryErr(d, name); err != nil {
+		return nil, err
+	}
 	if !permits(c, d, permW|permX) {
 		return nil, syscall.EACCES
 	}
@@ -152,6 +155,9 @@ func (m *Oracle) Link(c Cred, ino Ino, newParent Ino, newName string, now int64)
 	if n.dir() {
 		return Attr{}, syscall.EPERM
 	}
+	if err := m.roErr(n); err != nil {
+		return Attr{}, err
+	}
 	if m.nlink(n) >= LinkMax {
 		return Attr{}, syscall.EMLINK
 	}
@@ -184,6 +190,9 @@ func (m *Oracle) prepRemove(c Cred, parent Ino, name string, dotErr func(string)
 	}
 	v, err := m.child(d, name)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := m.removeErr(d, v); err != nil {
 		return nil, nil, err
 	}
 	if err := mMayDelete(c, d, v); err != nil {
@@ -302,6 +311,17 @@ func (m *Oracle) Rename(c Cred, parent Ino, name string, newParent Ino, newName 
 			}
 			return syscall.ENOTEMPTY
 		}
+	}
+	if err := m.roErr(od, src, nd); err != nil {
+		return err
+	}
+	if dst != nil {
+		err = m.removeErr(nd, dst)
+	} else {
+		err = m.entryErr(nd, newName)
+	}
+	if err != nil {
+		return err
 	}
 	if src == dst {
 		return nil

@@ -11,7 +11,8 @@ import (
 // the nodes below it (each node once, the directory itself not counted)
 // and the sizes of the regular files below it; 0 is no limit. Every quota
 // over a place holds: a change that makes a quota's count of nodes or of
-// bytes grow past its limit fails with EDQUOT, after every other check. All
+// bytes grow past its limit fails with EDQUOT, after every other check.
+// A quota cannot be set in the snapshot area (EROFS, snapshot.go). All
 // the links of a node lie below the same nearest quota: a change that
 // would put them under different ones fails with EXDEV, checked just
 // before EDQUOT. Only root sets and removes quotas (EPERM); a directory
@@ -77,7 +78,11 @@ func (m *Oracle) SetQuota(c Cred, dir Ino, maxFiles, maxBytes uint64) (Quota, er
 	if c.UID != 0 {
 		return Quota{}, syscall.EPERM
 	}
-	if _, err := m.dirNode(dir); err != nil {
+	d, err := m.dirNode(dir)
+	if err != nil {
+		return Quota{}, err
+	}
+	if err := m.roErr(d); err != nil {
 		return Quota{}, err
 	}
 	lim := Quota{MaxFiles: maxFiles, MaxBytes: maxBytes}

@@ -35,6 +35,11 @@ type Config struct {
 	// generated stream; the target must implement TrashNamespace and
 	// have its trash on.
 	Trash bool
+	// Snapshots adds clones, snapshots and ops on paths through
+	// .snapshot to the generated stream; the target must implement
+	// SnapshotNamespace and inode-level lookups (the runner reads the
+	// numbering of each copy from them).
+	Snapshots bool
 	// Allow restricts the op mix to what the target can express, both in
 	// the generated stream and in the tree checks.
 	Allow func(Op) bool
@@ -130,7 +135,7 @@ func (f *Failure) Signature() string {
 func Run(cfg Config, t Target) *Failure {
 	cfg.defaults()
 	o := cfg.newOracle()
-	g := NewGenerator(cfg.Seed, o, GenConfig{Names: cfg.Names, Allow: cfg.Allow, Quotas: cfg.Quotas, ACLs: cfg.ACLs, Trash: cfg.Trash})
+	g := NewGenerator(cfg.Seed, o, GenConfig{Names: cfg.Names, Allow: cfg.Allow, Quotas: cfg.Quotas, ACLs: cfg.ACLs, Trash: cfg.Trash, Snapshots: cfg.Snapshots})
 	i := 0
 	return run(cfg, o, t, func() (Op, bool) {
 		i++
@@ -181,7 +186,11 @@ func run(cfg Config, o *Oracle, t Target, next func() (Op, bool)) *Failure {
 		last = step
 		s.ops = append(s.ops, op)
 		now := cfg.Time(step)
-		if _, f := s.compare(op, now, step, false); f != nil {
+		want, f := s.compare(op, now, step, false)
+		if f != nil {
+			return f
+		}
+		if f := s.relabel(step, op, want); f != nil {
 			return f
 		}
 		if c, ok := t.(Checker); ok {
