@@ -52,7 +52,7 @@ func TestOracleAgainstItself(t *testing.T) {
 func TestOpTextRoundTrip(t *testing.T) {
 	o := New(7, 1)
 	o.SetTrash(true)
-	g := NewGenerator(5, o, GenConfig{Quotas: true, Trash: true})
+	g := NewGenerator(5, o, GenConfig{Quotas: true, Trash: true, Snapshots: true})
 	kinds := map[Kind]bool{}
 	for i := 0; i < 5000; i++ {
 		op := g.Next()

@@ -71,9 +71,10 @@ func (m *Oracle) Searchable(c Cred, ino Ino) bool {
 type bug int
 
 const (
-	bugNone          bug = iota
-	bugRenameCtime       // rename leaves the moved node's ctime alone
-	bugRmdirNonEmpty     // rmdir removes a directory that has entries
+	bugNone             bug = iota
+	bugRenameCtime          // rename leaves the moved node's ctime alone
+	bugRmdirNonEmpty        // rmdir removes a directory that has entries
+	bugSnapshotWritable     // the snapshot area takes changes
 )
 
 // ---- derived state ----
