@@ -93,8 +93,11 @@ var _ SnapshotNamespace = (*Oracle)(nil)
 
 // Names of the snapshot area.
 const (
+	// SnapshotArea is the root's entry that holds every snapshot.
 	SnapshotArea = ".snapshots"
-	SnapshotDir  = ".snapshot"
+	// SnapshotDir is the name under which a directory shows its
+	// snapshots.
+	SnapshotDir = ".snapshot"
 )
 
 var errNoSnapshots = errors.New("model: the namespace has no clones or snapshots")
