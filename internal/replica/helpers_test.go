@@ -49,17 +49,21 @@ func (s *kv) Apply(index uint64, data []byte) any {
 	return index
 }
 
-func (s *kv) Snapshot(w io.Writer) error {
+func (s *kv) Snapshot() (func(io.Writer) error, func(), error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	bw := bufio.NewWriter(w)
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], uint64(len(s.m)))
-	bw.Write(b[:])
-	for _, k := range slices.Sorted(maps.Keys(s.m)) {
-		fmt.Fprintf(bw, "%d:%s%d:%s", len(k), k, len(s.m[k]), s.m[k])
+	m := maps.Clone(s.m)
+	s.mu.Unlock()
+	write := func(w io.Writer) error {
+		bw := bufio.NewWriter(w)
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], uint64(len(m)))
+		bw.Write(b[:])
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			fmt.Fprintf(bw, "%d:%s%d:%s", len(k), k, len(m[k]), m[k])
+		}
+		return bw.Flush()
 	}
-	return bw.Flush()
+	return write, func() {}, nil
 }
 
 func (s *kv) Restore(r io.Reader) error {

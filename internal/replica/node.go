@@ -22,7 +22,8 @@ import (
 )
 
 // StateMachine is what a group replicates. The Node calls it on its raft
-// goroutine only, one call at a time: Apply for each committed entry in
+// goroutine, one call at a time (only the writer Snapshot returns runs on
+// a goroutine of its own): Apply for each committed entry in
 // order, Snapshot to take a snapshot of everything applied so far, and
 // Restore to replace the whole state by a snapshot's. Two replicas that
 // applied the same entries must write byte-identical snapshots.
@@ -30,7 +31,12 @@ type StateMachine interface {
 	// Apply applies the entry at index and returns its result, which the
 	// proposer's Propose returns.
 	Apply(index uint64, data []byte) any
-	Snapshot(w io.Writer) error
+	// Snapshot freezes the state applied so far and returns a function
+	// that writes it and one that ends the freeze. The Node calls write
+	// at most once, on a goroutine of its own while Apply goes on, and
+	// release on the raft goroutine once write has returned (or instead
+	// of calling it).
+	Snapshot() (write func(w io.Writer) error, release func(), err error)
 	Restore(r io.Reader) error
 }
 
@@ -132,17 +138,18 @@ type Node struct {
 	log *slog.Logger
 	m   *metrics
 
-	recvc     chan pb.Message
-	reqc      chan func()
-	snapDonec chan snapResult
-	pausec    chan chan struct{}
-	stopc     chan struct{}
-	donec     chan struct{}
-	stopOnce  sync.Once
-	err       error // why the raft goroutine ended; written before donec closes
-	streams   sync.WaitGroup
-	streamCtx context.Context
-	cancel    context.CancelFunc
+	recvc        chan pb.Message
+	reqc         chan func()
+	snapDonec    chan snapResult
+	snapWrittenc chan snapWrite // the snapshot goroutine -> raft goroutine; capacity 1, for the one write in flight
+	pausec       chan chan struct{}
+	stopc        chan struct{}
+	donec        chan struct{}
+	stopOnce     sync.Once
+	err          error // why the raft goroutine ended; written before donec closes
+	streams      sync.WaitGroup
+	streamCtx    context.Context
+	cancel       context.CancelFunc
 
 	known atomic.Value // leaderView; see Leader
 
@@ -167,6 +174,7 @@ type Node struct {
 	queue       []queued // proposals taken this turn, for one entry (batch.go)
 	queueBytes  int
 	cmdsSince   uint64   // commands applied since the last snapshot taken or installed
+	snapWriting bool     // a snapshot is being written by its goroutine, which reports on snapWrittenc
 	confQueue   []uint64 // ids of our conf changes proposed, oldest first
 	noopTerm    uint64   // term whose leader's empty entry has been applied
 	reads       []chan error
@@ -219,18 +227,19 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{
-		cfg:       cfg,
-		id:        cfg.ID,
-		log:       cfg.Logger.With("replica", cfg.ID),
-		m:         m,
-		recvc:     make(chan pb.Message, 4096),
-		reqc:      make(chan func(), 1024),
-		snapDonec: make(chan snapResult, 16),
-		pausec:    make(chan chan struct{}),
-		stopc:     make(chan struct{}),
-		donec:     make(chan struct{}),
-		pending:   make(map[uint64]*proposal),
-		streaming: make(map[uint64]bool),
+		cfg:          cfg,
+		id:           cfg.ID,
+		log:          cfg.Logger.With("replica", cfg.ID),
+		m:            m,
+		recvc:        make(chan pb.Message, 4096),
+		snapWrittenc: make(chan snapWrite, 1),
+		reqc:         make(chan func(), 1024),
+		snapDonec:    make(chan snapResult, 16),
+		pausec:       make(chan chan struct{}),
+		stopc:        make(chan struct{}),
+		donec:        make(chan struct{}),
+		pending:      make(map[uint64]*proposal),
+		streaming:    make(map[uint64]bool),
 	}
 	n.recv.fs, n.recv.dir = cfg.FS, cfg.Dir
 	n.streamCtx, n.cancel = context.WithCancel(context.Background())
@@ -368,6 +377,12 @@ func (n *Node) run() {
 			}
 		case r := <-n.snapDonec:
 			n.snapshotSent(r)
+		case w := <-n.snapWrittenc:
+			if err := n.snapshotWritten(w); err != nil {
+				n.log.Error("replica: stopping after a storage failure", "err", err)
+				n.shutdown(err)
+				return
+			}
 		case ch := <-n.pausec:
 			<-ch
 		case <-n.stopc:
@@ -438,6 +453,11 @@ func (n *Node) step(m pb.Message) {
 // and closes the log.
 func (n *Node) shutdown(err error) {
 	n.err = err
+	if n.snapWriting {
+		w := <-n.snapWrittenc // the files are the log's too: let it finish
+		n.snapWriting = false
+		w.release()
+	}
 	for _, q := range n.queue {
 		q.p.ch <- result{err: err}
 	}

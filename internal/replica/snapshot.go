@@ -40,32 +40,120 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	return k, err
 }
 
-// maybeSnapshot takes a snapshot once SnapshotEntries entries, or as
+// maybeSnapshot starts a snapshot once SnapshotEntries entries, or as
 // many commands in batch entries, have been applied since the last one,
-// unless one is being sent: the file being sent must not be replaced
-// under the stream.
+// unless one is being written or sent: the file being sent must not be
+// replaced under the stream.
 func (n *Node) maybeSnapshot() error {
-	if n.applied-n.st.snap.Index < n.cfg.SnapshotEntries && n.cmdsSince < n.cfg.SnapshotEntries || len(n.streaming) > 0 {
+	if n.snapWriting || len(n.streaming) > 0 ||
+		n.applied-n.st.snap.Index < n.cfg.SnapshotEntries && n.cmdsSince < n.cfg.SnapshotEntries {
 		return nil
 	}
-	return n.snapshot()
+	return n.startSnapshot()
 }
 
-// snapshot writes a snapshot at the applied index, then truncates the log
-// up to CatchUpEntries before it.
+// snapWrite is a snapshot written by the snapshot goroutine, reported back
+// to the raft goroutine (snapshotWritten).
+type snapWrite struct {
+	meta    pb.SnapshotMetadata
+	cmds    uint64 // cmdsSince when it was frozen
+	size    int64
+	took    time.Duration
+	release func()
+	err     error
+}
+
+// startSnapshot freezes the state machine at the applied index and writes
+// the snapshot on a goroutine of its own, so that a large state does not
+// hold up the Ready loop (heartbeats, appends, applies) while it is
+// encoded and written. Only one is written at a time.
+func (n *Node) startSnapshot() error {
+	meta, ok, err := n.snapshotMeta()
+	if err != nil || !ok {
+		return err
+	}
+	write, release, err := n.cfg.StateMachine.Snapshot()
+	if err != nil {
+		return fmt.Errorf("snapshot at %d: %w", meta.Index, err)
+	}
+	n.snapWriting = true
+	cmds := n.cmdsSince
+	go func() {
+		start := time.Now()
+		size, err := n.writeSnapshot(meta, write)
+		// Buffered for the one write in flight: never blocks.
+		n.snapWrittenc <- snapWrite{meta: meta, cmds: cmds, size: size, took: time.Since(start), release: release, err: err}
+	}()
+	return nil
+}
+
+// awaitSnapshot waits for the snapshot being written, if any, and records
+// it: before a snapshot is taken at once or one received is installed.
+func (n *Node) awaitSnapshot() error {
+	if !n.snapWriting {
+		return nil
+	}
+	return n.snapshotWritten(<-n.snapWrittenc)
+}
+
+// snapshotWritten, on the raft goroutine, ends the freeze of a snapshot
+// written and makes it the newest, unless one received since is newer.
+func (n *Node) snapshotWritten(w snapWrite) error {
+	n.snapWriting = false
+	w.release()
+	if w.err != nil {
+		return w.err
+	}
+	if w.meta.Index <= n.st.snap.Index {
+		return nil
+	}
+	n.cmdsSince -= min(n.cmdsSince, w.cmds)
+	return n.snapshotTaken(w.meta, w.size, w.took)
+}
+
+// snapshot writes a snapshot at the applied index now, on the raft
+// goroutine, then truncates the log up to CatchUpEntries before it.
 func (n *Node) snapshot() error {
+	if err := n.awaitSnapshot(); err != nil {
+		return err
+	}
+	meta, ok, err := n.snapshotMeta()
+	if err != nil || !ok {
+		return err
+	}
+	write, release, err := n.cfg.StateMachine.Snapshot()
+	if err != nil {
+		return fmt.Errorf("snapshot at %d: %w", meta.Index, err)
+	}
+	start := time.Now()
+	size, err := n.writeSnapshot(meta, write)
+	release()
+	if err != nil {
+		return err
+	}
+	n.cmdsSince = 0
+	return n.snapshotTaken(meta, size, time.Since(start))
+}
+
+// snapshotMeta is the metadata of a snapshot at the applied index; ok is
+// false when there is nothing new to take.
+func (n *Node) snapshotMeta() (meta pb.SnapshotMetadata, ok bool, err error) {
 	index := n.applied
 	if index == 0 || index == n.st.snap.Index {
-		return nil
+		return meta, false, nil
 	}
 	term, err := n.st.Term(index)
 	if err != nil {
-		return fmt.Errorf("snapshot at %d: %w", index, err)
+		return meta, false, fmt.Errorf("snapshot at %d: %w", index, err)
 	}
-	meta := pb.SnapshotMetadata{Index: index, Term: term, ConfState: n.confState}
-	start := time.Now()
+	return pb.SnapshotMetadata{Index: index, Term: term, ConfState: n.confState}, true, nil
+}
+
+// writeSnapshot writes the checkpoint of the snapshot meta, whose state
+// write writes. It may run on any goroutine: it touches only the files.
+func (n *Node) writeSnapshot(meta pb.SnapshotMetadata, write func(io.Writer) error) (int64, error) {
 	var size int64
-	err = wal.WriteCheckpoint(n.cfg.FS, n.cfg.Dir, index, func(w io.Writer) error {
+	err := wal.WriteCheckpoint(n.cfg.FS, n.cfg.Dir, meta.Index, func(w io.Writer) error {
 		cw := &countWriter{w: w}
 		mb, err := meta.Marshal()
 		if err != nil {
@@ -79,23 +167,28 @@ func (n *Node) snapshot() error {
 		if _, err := cw.Write(mb); err != nil {
 			return err
 		}
-		err = n.cfg.StateMachine.Snapshot(cw)
+		err = write(cw)
 		size = cw.n
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("snapshot at %d: %w", index, err)
+		return size, fmt.Errorf("snapshot at %d: %w", meta.Index, err)
 	}
-	n.m.snapSeconds.WithLabelValues("take").Observe(time.Since(start).Seconds())
+	return size, nil
+}
+
+// snapshotTaken makes the snapshot meta, just written, the newest and
+// truncates the log up to CatchUpEntries before it.
+func (n *Node) snapshotTaken(meta pb.SnapshotMetadata, size int64, took time.Duration) error {
+	n.m.snapSeconds.WithLabelValues("take").Observe(took.Seconds())
 	n.m.snapBytes.Observe(float64(size))
 	n.st.setSnapshot(meta)
-	n.cmdsSince = 0
-	if index > n.cfg.CatchUpEntries {
+	if index := meta.Index; index > n.cfg.CatchUpEntries {
 		if err := n.st.compact(index - n.cfg.CatchUpEntries); err != nil {
 			return fmt.Errorf("truncate log after snapshot %d: %w", index, err)
 		}
 	}
-	n.log.Debug("replica: snapshot taken", "index", index, "bytes", size)
+	n.log.Debug("replica: snapshot taken", "index", meta.Index, "bytes", size)
 	return nil
 }
 
@@ -127,7 +220,17 @@ func (n *Node) startStream(m pb.Message) {
 	if n.streaming[m.To] {
 		return // the stream under way reports to Raft
 	}
+	// The stream reads the newest checkpoint, which must not be written
+	// meanwhile; the one being written, once done, is newer: send it.
+	if err := n.awaitSnapshot(); err != nil {
+		n.log.Warn("replica: snapshot to send", "to", m.To, "err", err)
+		n.rn.ReportSnapshot(m.To, raft.SnapshotFailure)
+		return
+	}
 	meta := m.Snapshot.Metadata
+	if n.st.snap.Index > meta.Index {
+		meta = n.st.snap
+	}
 	if !inConf(meta.ConfState, m.To) {
 		// A replica added since the snapshot was taken would refuse it
 		// (a snapshot must show its receiver a member): take a new one,
@@ -318,6 +421,9 @@ func (r *snapReceiver) close() {
 // install makes the received snapshot snap this replica's: its checkpoint,
 // its state machine's state, and the start of its log.
 func (n *Node) install(snap pb.Snapshot) error {
+	if err := n.awaitSnapshot(); err != nil { // it writes checkpoints too
+		return err
+	}
 	meta := snap.Metadata
 	start := time.Now()
 	r := &n.recv

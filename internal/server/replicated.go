@@ -164,27 +164,50 @@ func (rs *replicatedState) Apply(index uint64, data []byte) any {
 	return applied{status: status, reply: reply}
 }
 
-// Snapshot writes the state: the index of the last record applied
-// (uvarint), then the checkpoint body (encodeState).
-func (rs *replicatedState) Snapshot(w io.Writer) error {
+// Snapshot freezes the state, on the raft goroutine: the tail of the
+// checkpoint body is encoded and the namespace frozen (freezeState), the
+// members copied. write, on the Node's snapshot goroutine, writes the
+// members, the index of the last record applied (uvarint) and the
+// checkpoint body (encodeState's); release ends the freeze.
+func (rs *replicatedState) Snapshot() (write func(io.Writer) error, release func(), err error) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	body, err := rs.sm.encodeState()
+	job, err := rs.sm.freezeState()
 	if err != nil {
-		return fmt.Errorf("encode state: %w", err)
+		return nil, nil, fmt.Errorf("encode state: %w", err)
 	}
-	if err := writeMembers(w, rs.members); err != nil {
-		return err
-	}
-	if _, err := w.Write(binary.AppendUvarint(nil, rs.sm.nextLSN-1)); err != nil {
-		return err
-	}
-	for _, part := range body {
-		if _, err := w.Write(part); err != nil {
+	members := maps.Clone(rs.members)
+	index := rs.sm.nextLSN - 1
+	hint := rs.sm.lastNamespaceSize
+	size := 0 // the namespace's length, set by write, read by release after it
+	write = func(w io.Writer) error {
+		n, err := job.encode(hint)
+		if err != nil {
+			return fmt.Errorf("encode state: %w", err)
+		}
+		size = n
+		if err := writeMembers(w, members); err != nil {
 			return err
 		}
+		if _, err := w.Write(binary.AppendUvarint(nil, index)); err != nil {
+			return err
+		}
+		for _, part := range job.body {
+			if _, err := w.Write(part); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
-	return nil
+	release = func() {
+		rs.mu.Lock()
+		defer rs.mu.Unlock()
+		job.frozen.Release()
+		if size > 0 {
+			rs.sm.lastNamespaceSize = size
+		}
+	}
+	return write, release, nil
 }
 
 // Restore replaces the state by a snapshot's.

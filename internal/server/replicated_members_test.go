@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net"
@@ -187,7 +188,7 @@ func TestReplicatedSnapshotCarriesMembers(t *testing.T) {
 	}
 	a := newState()
 	var plain bytes.Buffer
-	if err := a.Snapshot(&plain); err != nil {
+	if err := snapshotTo(a, &plain); err != nil {
 		t.Fatal(err)
 	}
 	if bytes.HasPrefix(plain.Bytes(), membersMagic) {
@@ -198,7 +199,7 @@ func TestReplicatedSnapshotCarriesMembers(t *testing.T) {
 	info, _ = proto.Marshal(&pb.GroupAddRequest{Id: 4, Addr: "127.0.0.1:4", RaftAddr: "127.0.0.1:1004"})
 	a.ApplyMembership(11, []uint64{4}, nil, info)
 	var snap bytes.Buffer
-	if err := a.Snapshot(&snap); err != nil {
+	if err := snapshotTo(a, &snap); err != nil {
 		t.Fatal(err)
 	}
 	b := newState()
@@ -213,7 +214,7 @@ func TestReplicatedSnapshotCarriesMembers(t *testing.T) {
 	}
 	// The same state gives the same bytes.
 	var again bytes.Buffer
-	if err := b.Snapshot(&again); err != nil {
+	if err := snapshotTo(b, &again); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(again.Bytes(), snap.Bytes()) {
@@ -229,4 +230,15 @@ func TestReplicatedSnapshotCarriesMembers(t *testing.T) {
 	if err := c.Restore(bytes.NewReader(plain.Bytes())); err != nil || len(c.members) != 0 {
 		t.Fatalf("old-format snapshot: members %v, %v", c.members, err)
 	}
+}
+
+// snapshotTo writes rs's snapshot to w at once, as the Node does on its
+// snapshot goroutine.
+func snapshotTo(rs *replicatedState, w io.Writer) error {
+	write, release, err := rs.Snapshot()
+	if err != nil {
+		return err
+	}
+	defer release()
+	return write(w)
 }

@@ -13,7 +13,6 @@ package server
 import (
 	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"strings"
 
@@ -90,7 +89,12 @@ func seedFromSingle(cfg *Config, dir string, ids []uint64) error {
 	// The state's records continue at the Raft index after the snapshot.
 	rec.nextLSN = upgradeIndex + 1
 	rs := &replicatedState{sm: rec.stateMachine, partition: cfg.Partition, cfg: cfg, members: map[uint64]Peer{}}
-	if err := replica.Seed(cfg.FS, dir, upgradeIndex, ids, func(w io.Writer) error { return rs.Snapshot(w) }); err != nil {
+	write, release, err := rs.Snapshot()
+	if err != nil {
+		return err
+	}
+	defer release()
+	if err := replica.Seed(cfg.FS, dir, upgradeIndex, ids, write); err != nil {
 		return err
 	}
 	cfg.Logger.Info("single-replica partition upgraded to a replicated one", "dir", cfg.Dir, "nodes", nodes,

@@ -68,8 +68,9 @@ type Config struct {
 	Peers     []Peer
 	ReplicaID uint64
 	RaftTick  time.Duration // Raft's clock; 0 = 50 ms (a leader is suspected after 10 to 20 ticks)
-	// Entries applied between snapshots, and kept in the log before one
-	// for followers a little behind; 0 = 10000 and 1000.
+	// Entries applied between snapshots (a batch entry counts as one per
+	// record in it), and kept in the log before one for followers a
+	// little behind; 0 = CheckpointEvery and 10000.
 	RaftSnapshotEntries, RaftCatchUpEntries uint64
 	// RaftJoin starts an empty replica that waits to be added to an
 	// existing group (GROUP_ADD) instead of bootstrapping one.
@@ -108,6 +109,14 @@ func (c *Config) setDefaults() {
 	}
 	if c.CheckpointEvery <= 0 {
 		c.CheckpointEvery = 1_000_000
+	}
+	if c.RaftSnapshotEntries == 0 {
+		// A snapshot encodes the whole namespace: as a single server's
+		// checkpoints, one per million records.
+		c.RaftSnapshotEntries = uint64(c.CheckpointEvery)
+	}
+	if c.RaftCatchUpEntries == 0 {
+		c.RaftCatchUpEntries = 10_000
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
