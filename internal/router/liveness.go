@@ -58,7 +58,22 @@ type health struct {
 	looks int    // looks in a row that found calls outstanding and none finished
 
 	probing atomic.Bool
+
+	// silentUntil (monotime) is set by a probe that found the server
+	// silent: until then a NOT_LEADER naming it is not followed (follow),
+	// since the group's other replicas go on naming a stopped leader until
+	// they elect another, and the partition would go back to it and wait
+	// out its silence again.
+	silentUntil atomic.Int64
 }
+
+// silentHold is how long a server found silent is not gone back to on
+// another replica's word: longer than an election, so that the others
+// name the new leader by then.
+const silentHold = 3 * time.Second
+
+// silent reports whether s was found silent within the last silentHold.
+func (s *server) silent() bool { return monotime() < s.silentUntil.Load() }
 
 // serverAt is the server at index at of the partition's group.
 func (pt *partition) serverAt(at uint32) *server {
@@ -176,6 +191,7 @@ func (s *server) probe(cs []*rpc.Client, outstanding uint64) {
 		}
 	}
 	if n > 0 {
+		s.silentUntil.Store(monotime() + int64(silentHold))
 		s.p.log.Warn("metadata server silent: its calls fail over to its group's next replica",
 			"addr", s.addr, "connections", n, "calls_outstanding", outstanding, "probe_timeout", timeout)
 	}

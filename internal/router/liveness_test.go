@@ -130,3 +130,31 @@ func TestRouterKeepsASlowReplica(t *testing.T) {
 		t.Fatalf("the other replica got %d calls, want none", n)
 	}
 }
+
+// TestFollowSkipsSilentServer: a NOT_LEADER naming a server the watchdog
+// found silent moves the partition on to another replica, not back to
+// it; once the hold is over, the hint is followed again.
+func TestFollowSkipsSilentServer(t *testing.T) {
+	pt := &partition{servers: []*server{{addr: "a"}, {addr: "b"}, {addr: "c"}}}
+	pt.cur.Store(1)
+	pt.follow(1, "a")
+	if got := pt.cur.Load(); got != 0 {
+		t.Fatalf("hint of a live leader: partition at %d, want 0", got)
+	}
+	pt.servers[0].silentUntil.Store(monotime() + int64(time.Minute))
+	pt.cur.Store(1)
+	pt.follow(1, "a")
+	if got := pt.cur.Load(); got != 2 {
+		t.Fatalf("hint naming the silent server: partition at %d, want 2", got)
+	}
+	pt.follow(2, "a") // the next one names it too: on, past it
+	if got := pt.cur.Load() % 3; got != 1 {
+		t.Fatalf("second hint naming the silent server: partition at %d, want 1", got)
+	}
+	pt.servers[0].silentUntil.Store(monotime() - 1)
+	pt.cur.Store(1)
+	pt.follow(1, "a")
+	if got := pt.cur.Load(); got != 0 {
+		t.Fatalf("hint after the hold: partition at %d, want 0", got)
+	}
+}

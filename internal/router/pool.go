@@ -223,18 +223,22 @@ func (pt *partition) clientAt() (*rpc.Client, uint32) {
 // follow moves the partition to its group's leader after the server at
 // index at answered NOT_LEADER naming leader: to the server with that
 // address, or, if the group has none such (an election, or a member the
-// routing table does not list yet), to the next one. Only the first reply
+// routing table does not list yet), to the next one; not to a server
+// found silent lately (liveness.go). Only the first reply
 // from the server in use moves it, so that concurrent replies do not spin
 // the group round.
 func (pt *partition) follow(at uint32, leader string) {
 	next := at + 1
 	if leader != "" {
 		for i, s := range pt.servers {
-			if s.addr == leader {
+			if s.addr == leader && !s.silent() {
 				next = uint32(i)
 				break
 			}
 		}
+	}
+	if pt.serverAt(next).silent() && len(pt.servers) > 2 {
+		next++ // not back to a leader found stopped: one of the others is elected next
 	}
 	pt.cur.CompareAndSwap(at, next)
 }
