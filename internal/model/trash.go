@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/canopyfs/canopy/internal/trashname"
 )
 
 // The trash, as the model has it. With the trash on (Config.Trash), a
@@ -153,26 +154,16 @@ func (m *Oracle) trashDirAt(now int64) *node {
 	return m.nodes[a.Ino]
 }
 
+// trashEntryName is the name of the trash entry for entry name of
+// directory parent, which named ino (internal/trashname).
 func trashEntryName(parent, ino Ino, name string) string {
-	prefix := strconv.FormatUint(uint64(parent), 10) + "-" + strconv.FormatUint(uint64(ino), 10) + "-"
-	if len(prefix)+len(name) > NameMax {
-		name = name[:NameMax-len(prefix)]
-	}
-	return prefix + name
+	return trashname.Entry(uint64(parent), uint64(ino), name, NameMax)
 }
 
+// parseTrashName splits an hour directory's entry name.
 func parseTrashName(s string) (parent, ino Ino, name string, ok bool) {
-	p, rest, ok1 := strings.Cut(s, "-")
-	i, name, ok2 := strings.Cut(rest, "-")
-	if !ok1 || !ok2 {
-		return 0, 0, "", false
-	}
-	pn, err1 := strconv.ParseUint(p, 10, 64)
-	in, err2 := strconv.ParseUint(i, 10, 64)
-	if err1 != nil || err2 != nil || name == "" {
-		return 0, 0, "", false
-	}
-	return Ino(pn), Ino(in), name, true
+	p, i, name, ok := trashname.Parse(s)
+	return Ino(p), Ino(i), name, ok
 }
 
 // toTrash moves entry name of d, naming v, to the trash instead of
