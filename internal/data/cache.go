@@ -92,6 +92,17 @@ func (c *blockCache) get(ctx context.Context, ref blockRef) ([]byte, func(), err
 	return e.data, func() { c.release(e) }, nil
 }
 
+// buffer returns a buffer for a block of n bytes: a pooled one, of the
+// block size, for a block near that size; one of n bytes for a small
+// block (the last block of a small file), so that what the cache holds is
+// what it counts against its limit, not a whole block size per small file.
+func (c *blockCache) buffer(n int) []byte {
+	if n < c.pool.size/4 {
+		return make([]byte, n)
+	}
+	return c.pool.get(n)
+}
+
 // prefetch starts downloading the block unless it is cached or coming.
 func (c *blockCache) prefetch(ref blockRef) {
 	c.mu.Lock()
@@ -148,7 +159,7 @@ func (c *blockCache) snapshot() CacheStats {
 func (c *blockCache) fetch(e *cached) {
 	c.slots <- struct{}{}
 	defer func() { <-c.slots }()
-	buf := c.pool.get(e.ref.size)
+	buf := c.buffer(e.ref.size)
 	key := blockKey(e.ref.id, e.ref.index, e.ref.size)
 	var err error
 	fromDisk := c.disk != nil && c.disk.get(key, buf)

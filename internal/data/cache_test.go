@@ -99,3 +99,36 @@ func TestCacheMissingAndShortObjects(t *testing.T) {
 	}
 	release()
 }
+
+// TestCacheSmallBlocksHoldTheirSize: a block much smaller than the block
+// size (the last block of a small file) is held in a buffer of its own
+// size, so that a cache of many small files holds about what it counts
+// against its limit; a block near the block size is in a pooled buffer.
+func TestCacheSmallBlocksHoldTheirSize(t *testing.T) {
+	ctx := context.Background()
+	store := localStore(t)
+	const blockSize, small = 1 << 20, 3000
+	for id, n := range map[uint64]int{1: small, 2: blockSize} {
+		if err := store.Put(ctx, blockKey(id, 0, n), blockBytes(id, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := newBlockCache(store, newBufPool(blockSize), 64*blockSize, 2)
+	for id, n := range map[uint64]int{1: small, 2: blockSize} {
+		data, release, err := c.get(ctx, blockRef{id: id, size: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(data, blockBytes(id, n)) {
+			t.Fatalf("block %d: wrong bytes", id)
+		}
+		want := blockSize
+		if n < blockSize/4 {
+			want = small
+		}
+		if cap(data) != want {
+			t.Fatalf("block %d of %d bytes held in a buffer of %d, want %d", id, n, cap(data), want)
+		}
+		release()
+	}
+}
