@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -23,32 +24,9 @@ func TestQuotaConcurrentWriters(t *testing.T) {
 	if _, err := c.SetQuota(ctx, "/q", maxFiles, 0); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	made, other := 0, []error(nil)
-	var wg sync.WaitGroup
-	for w := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				_, err := c.Create(ctx, fmt.Sprintf("/q/w%d-%d", w, i), 0o644)
-				mu.Lock()
-				switch {
-				case err == nil:
-					made++
-				case !errors.Is(err, syscall.EDQUOT):
-					other = append(other, err)
-				}
-				mu.Unlock()
-				if err != nil {
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if len(other) > 0 || made != maxFiles {
-		t.Fatalf("made %d files under a limit of %d; other errors %v", made, maxFiles, other)
+	names := createUntilFull(t, ctx, c, "/q")
+	if len(names) != maxFiles {
+		t.Fatalf("made %d files under a limit of %d", len(names), maxFiles)
 	}
 	q, err := c.GetQuota(ctx, "/q")
 	if err != nil || q.Files != maxFiles {
@@ -59,29 +37,10 @@ func TestQuotaConcurrentWriters(t *testing.T) {
 	if _, err := c.SetQuota(ctx, "/q", 0, maxBytes); err != nil {
 		t.Fatal(err)
 	}
-	written := 0
-	data := make([]byte, 700)
-	for w := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < maxFiles; i += 16 {
-				err := c.WriteFile(ctx, fmt.Sprintf("/q/w%d-%d", i%16, i/16), data, 0o644)
-				mu.Lock()
-				switch {
-				case err == nil:
-					written += len(data)
-				case !errors.Is(err, syscall.EDQUOT):
-					other = append(other, err)
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	written := fillUntilFull(t, ctx, c, names, 700)
 	q, err = c.GetQuota(ctx, "/q")
-	if err != nil || len(other) > 0 {
-		t.Fatalf("quota %v, errors %v", err, other)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if q.Bytes > maxBytes || uint64(written) != q.Bytes || written != maxBytes/700*700 {
 		t.Fatalf("%d bytes written, quota %+v, limit %d", written, q, maxBytes)
@@ -92,10 +51,10 @@ func TestQuotaConcurrentWriters(t *testing.T) {
 	}
 	// What is left fits exactly: one byte more does not.
 	left := maxBytes - q.Bytes
-	if err := c.WriteFile(ctx, "/q/w0-0", make([]byte, 700+left+1), 0o644); !errors.Is(err, syscall.EDQUOT) {
+	if err := c.WriteFile(ctx, names[0], make([]byte, 700+left+1), 0o644); !errors.Is(err, syscall.EDQUOT) {
 		t.Fatalf("write of one byte past the limit: %v", err)
 	}
-	if err := c.WriteFile(ctx, "/q/w0-0", make([]byte, 700+left), 0o644); err != nil {
+	if err := c.WriteFile(ctx, names[0], make([]byte, 700+left), 0o644); err != nil {
 		t.Fatalf("write up to the limit: %v", err)
 	}
 	n, bad, err := c.CheckQuotas(ctx, "/", false)
@@ -126,32 +85,9 @@ func TestOwnerQuotaConcurrentWriters(t *testing.T) {
 	if _, err := c.SetOwnerQuota(ctx, "/", client.QuotaUser, 0, maxFiles, 0); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	made, other := 0, []error(nil)
-	var wg sync.WaitGroup
-	for w := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				_, err := c.Create(ctx, fmt.Sprintf("/u/w%d-%d", w, i), 0o644)
-				mu.Lock()
-				switch {
-				case err == nil:
-					made++
-				case !errors.Is(err, syscall.EDQUOT):
-					other = append(other, err)
-				}
-				mu.Unlock()
-				if err != nil {
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if len(other) > 0 || made != newFiles {
-		t.Fatalf("made %d files under room for %d; other errors %v", made, newFiles, other)
+	names := createUntilFull(t, ctx, c, "/u")
+	if len(names) != newFiles {
+		t.Fatalf("made %d files under room for %d", len(names), newFiles)
 	}
 	if q, err = c.GetOwnerQuota(ctx, "/", client.QuotaUser, 0); err != nil || q.Files != maxFiles {
 		t.Fatalf("quota %+v %v, want %d files", q, err, maxFiles)
@@ -160,39 +96,10 @@ func TestOwnerQuotaConcurrentWriters(t *testing.T) {
 	if _, err := c.SetOwnerQuota(ctx, "/", client.QuotaUser, 0, 0, maxBytes); err != nil {
 		t.Fatal(err)
 	}
-	written := 0
-	data := make([]byte, 700)
-	names := make([]string, 0, newFiles)
-	for w := range 16 {
-		for i := 0; ; i++ {
-			p := fmt.Sprintf("/u/w%d-%d", w, i)
-			if _, err := c.Stat(ctx, p); err != nil {
-				break
-			}
-			names = append(names, p)
-		}
-	}
-	for w := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < len(names); i += 16 {
-				err := c.WriteFile(ctx, names[i], data, 0o644)
-				mu.Lock()
-				switch {
-				case err == nil:
-					written += len(data)
-				case !errors.Is(err, syscall.EDQUOT):
-					other = append(other, err)
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	written := fillUntilFull(t, ctx, c, names, 700)
 	q, err = c.GetOwnerQuota(ctx, "/", client.QuotaUser, 0)
-	if err != nil || len(other) > 0 {
-		t.Fatalf("quota %v, errors %v", err, other)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if q.Bytes > maxBytes || uint64(written) != q.Bytes || written != maxBytes/700*700 {
 		t.Fatalf("%d bytes written, quota %+v, limit %d", written, q, maxBytes)
@@ -217,4 +124,71 @@ func TestOwnerQuotaConcurrentWriters(t *testing.T) {
 	if err != nil || n != 1 || len(bad) != 0 {
 		t.Fatalf("check: %d quotas, %v, %v", n, bad, err)
 	}
+}
+
+// createUntilFull has 16 writers create files in dir until each is
+// refused with EDQUOT, and returns the paths made; any other error fails
+// the test.
+func createUntilFull(t *testing.T, ctx context.Context, c *client.Client, dir string) []string {
+	t.Helper()
+	var mu sync.Mutex
+	var made []string
+	var other []error
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				p := fmt.Sprintf("%s/w%d-%d", dir, w, i)
+				_, err := c.Create(ctx, p, 0o644)
+				mu.Lock()
+				switch {
+				case err == nil:
+					made = append(made, p)
+				case !errors.Is(err, syscall.EDQUOT):
+					other = append(other, err)
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(other) > 0 {
+		t.Fatalf("creates in %s: %v", dir, other)
+	}
+	return made
+}
+
+// fillUntilFull has 16 writers write size bytes into each of the files
+// names, taking them in turn, and returns the bytes written; a write
+// refused with EDQUOT writes nothing, any other error fails the test.
+func fillUntilFull(t *testing.T, ctx context.Context, c *client.Client, names []string, size int) int {
+	t.Helper()
+	var mu sync.Mutex
+	written := 0
+	var other []error
+	data := make([]byte, size)
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Go(func() {
+			for i := w; i < len(names); i += 16 {
+				err := c.WriteFile(ctx, names[i], data, 0o644)
+				mu.Lock()
+				switch {
+				case err == nil:
+					written += size
+				case !errors.Is(err, syscall.EDQUOT):
+					other = append(other, err)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(other) > 0 {
+		t.Fatalf("writes: %v", other)
+	}
+	return written
 }
