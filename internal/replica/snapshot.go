@@ -221,16 +221,13 @@ func (n *Node) startStream(m pb.Message) {
 		return // the stream under way reports to Raft
 	}
 	// The stream reads the newest checkpoint, which must not be written
-	// meanwhile; the one being written, once done, is newer: send it.
-	if err := n.awaitSnapshot(); err != nil {
-		n.log.Warn("replica: snapshot to send", "to", m.To, "err", err)
+	// meanwhile. Waiting here would hold up the Ready loop for as long as
+	// the write takes: Raft asks again, and by then the newer one is done.
+	if n.snapWriting {
 		n.rn.ReportSnapshot(m.To, raft.SnapshotFailure)
 		return
 	}
 	meta := m.Snapshot.Metadata
-	if n.st.snap.Index > meta.Index {
-		meta = n.st.snap
-	}
 	if !inConf(meta.ConfState, m.To) {
 		// A replica added since the snapshot was taken would refuse it
 		// (a snapshot must show its receiver a member): take a new one,
