@@ -98,8 +98,12 @@ const (
 	QuotaGroup uint32 = 2 // counts the nodes of a gid
 )
 
-// OwnerQuota is a user or group quota of one partition: its limits (0:
-// none) and what the uid or gid holds there now.
+// OwnerQuota is a user or group quota: its limits (0: none) and what the
+// uid or gid holds now. Through a router it is the whole namespace's: the
+// router splits the limits among the partitions and moves unused parts
+// of them to where they are needed, and the figures are the sums over
+// the partitions. Asked of one partition directly, it is that
+// partition's own.
 type OwnerQuota struct {
 	Kind     uint32 // QuotaUser or QuotaGroup
 	ID       uint32 // the uid or gid
@@ -107,6 +111,10 @@ type OwnerQuota struct {
 	MaxBytes uint64 // bytes of the regular files among them
 	Files    uint64 // nodes with a link the id owns now, each once
 	Bytes    uint64 // sizes of the regular files among them
+	// Share: a partition's share of a namespace's quota, as asked of the
+	// partition directly (its limits may be 0, which allows nothing
+	// more; no limit is 2^64-1).
+	Share bool
 }
 
 // OwnerQuotaMismatch is an owner quota whose kept usage differs from a
@@ -126,9 +134,10 @@ func ownerOp(verb string, kind, id uint32) string {
 }
 
 // SetOwnerQuota sets the limits of uid or gid id's quota (kind QuotaUser
-// or QuotaGroup) in the partition that holds p, making one if there is
-// none: at most maxFiles nodes and maxBytes bytes of regular files (0: no
-// limit). Only root may. Limits below the usage are refused with EDQUOT.
+// or QuotaGroup), making one if there is none: at most maxFiles nodes and
+// maxBytes bytes of regular files (0: no limit), in the whole namespace
+// through a router, else in the partition that holds p. Only root may.
+// Limits below the usage are refused with EDQUOT.
 func (c *Client) SetOwnerQuota(ctx context.Context, p string, kind, id uint32, maxFiles, maxBytes uint64) (OwnerQuota, error) {
 	var r pb.OwnerQuotaReply
 	req := &pb.OwnerQuotaSetRequest{Path: p, Kind: kind, Id: id, MaxFiles: maxFiles, MaxBytes: maxBytes}
@@ -138,8 +147,9 @@ func (c *Client) SetOwnerQuota(ctx context.Context, p string, kind, id uint32, m
 	return ownerQuotaOf(r.Quota), nil
 }
 
-// GetOwnerQuota returns uid or gid id's quota in the partition that holds
-// p; ENODATA if it has none.
+// GetOwnerQuota returns uid or gid id's quota (the namespace's through a
+// router, else that of the partition that holds p); ENODATA if there is
+// none.
 func (c *Client) GetOwnerQuota(ctx context.Context, p string, kind, id uint32) (OwnerQuota, error) {
 	var r pb.OwnerQuotaListReply
 	req := &pb.OwnerQuotaRequest{Path: p, Kind: kind, Id: id}
@@ -153,7 +163,8 @@ func (c *Client) GetOwnerQuota(ctx context.Context, p string, kind, id uint32) (
 }
 
 // OwnerQuotas returns the user quotas by uid, then the group quotas by
-// gid, of the partition that holds p.
+// gid (the namespace's through a router, else those of the partition
+// that holds p).
 func (c *Client) OwnerQuotas(ctx context.Context, p string) ([]OwnerQuota, error) {
 	var r pb.OwnerQuotaListReply
 	if err := c.call(ctx, pb.Method_OWNER_QUOTA_LIST, &pb.OwnerQuotaRequest{Path: p}, &r, "quota ls", p); err != nil {
@@ -166,17 +177,18 @@ func (c *Client) OwnerQuotas(ctx context.Context, p string) ([]OwnerQuota, error
 	return out, nil
 }
 
-// RemoveOwnerQuota removes uid or gid id's quota in the partition that
-// holds p; ENODATA if it has none. Only root may.
+// RemoveOwnerQuota removes uid or gid id's quota (from every partition
+// through a router, else from the partition that holds p); ENODATA if
+// there is none. Only root may.
 func (c *Client) RemoveOwnerQuota(ctx context.Context, p string, kind, id uint32) error {
 	req := &pb.OwnerQuotaRequest{Path: p, Kind: kind, Id: id}
 	return c.call(ctx, pb.Method_OWNER_QUOTA_REMOVE, req, &pb.Empty{}, ownerOp("rm", kind, id), p)
 }
 
-// CheckOwnerQuotas counts the usage of every user and group quota of the
-// partition that holds p from its nodes and returns the number of quotas
-// and those whose kept usage differs; with repair (root only) the usage
-// is set to the count.
+// CheckOwnerQuotas counts the usage of every user and group quota from
+// the nodes (of every partition through a router, else of the partition
+// that holds p) and returns the number of quotas and those whose kept
+// usage differs; with repair (root only) the usage is set to the count.
 func (c *Client) CheckOwnerQuotas(ctx context.Context, p string, repair bool) (int, []OwnerQuotaMismatch, error) {
 	m, op := pb.Method_OWNER_QUOTA_CHECK, "quota check"
 	if repair {
@@ -197,5 +209,5 @@ func ownerQuotaOf(q *pb.OwnerQuota) OwnerQuota {
 	if q == nil {
 		return OwnerQuota{}
 	}
-	return OwnerQuota{Kind: q.Kind, ID: q.Id, MaxFiles: q.MaxFiles, MaxBytes: q.MaxBytes, Files: q.Files, Bytes: q.Bytes}
+	return OwnerQuota{Kind: q.Kind, ID: q.Id, MaxFiles: q.MaxFiles, MaxBytes: q.MaxBytes, Files: q.Files, Bytes: q.Bytes, Share: q.Share}
 }

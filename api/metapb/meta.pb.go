@@ -126,9 +126,13 @@ const (
 	Method_QUOTA_REMOVE Method = 103 // NodeRequest (the directory) -> Empty (mutation)
 	Method_QUOTA_CHECK  Method = 104 // NodeRequest (any node of the partition) -> QuotaCheckReply: usage against a full count
 	Method_QUOTA_REPAIR Method = 105 // NodeRequest (any node of the partition) -> QuotaCheckReply (mutation): usage set to a full count
-	// User and group quotas (115-119): limits on the nodes and bytes a uid
-	// or gid owns in one partition (each partition keeps its own); see
-	// docs/engine.md. Routed by ino or path: any node of the partition.
+	// User and group quotas (114-119): limits on the nodes and bytes a uid
+	// or gid owns. A partition keeps its own limits; through a router they
+	// are the whole namespace's, which the router splits among the
+	// partitions (each holds a share) and serves across all of them; see
+	// docs/engine.md. At a partition, routed by ino or path: any node of
+	// the partition.
+	Method_OWNER_QUOTA_ADJUST Method = 114 // OwnerQuotaAdjustRequest -> OwnerQuotaReply (mutation): a step of routers only, moving a share of a namespace quota
 	Method_OWNER_QUOTA_SET    Method = 115 // OwnerQuotaSetRequest -> OwnerQuotaReply (mutation): set or change a uid's or gid's limits
 	Method_OWNER_QUOTA_LIST   Method = 116 // OwnerQuotaRequest -> OwnerQuotaListReply: every user and group quota (kind 0), or the one kind and id name (ENODATA if none)
 	Method_OWNER_QUOTA_REMOVE Method = 117 // OwnerQuotaRequest -> Empty (mutation)
@@ -224,6 +228,7 @@ var (
 		103: "QUOTA_REMOVE",
 		104: "QUOTA_CHECK",
 		105: "QUOTA_REPAIR",
+		114: "OWNER_QUOTA_ADJUST",
 		115: "OWNER_QUOTA_SET",
 		116: "OWNER_QUOTA_LIST",
 		117: "OWNER_QUOTA_REMOVE",
@@ -309,6 +314,7 @@ var (
 		"QUOTA_REMOVE":        103,
 		"QUOTA_CHECK":         104,
 		"QUOTA_REPAIR":        105,
+		"OWNER_QUOTA_ADJUST":  114,
 		"OWNER_QUOTA_SET":     115,
 		"OWNER_QUOTA_LIST":    116,
 		"OWNER_QUOTA_REMOVE":  117,
@@ -755,9 +761,16 @@ func (x *NullRequest) GetData() []byte {
 
 // ErrorDetail may be the payload of an error reply (status != 0): a
 // sentence for people, for example which two mount points an EXDEV spans.
+// An EDQUOT that a user or group quota refused also names the quota and
+// what the change would have added to its usage (a router moves unused
+// limits from other partitions to the one that ran short, and retries).
 type ErrorDetail struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Message       string                 `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	QuotaKind     uint32                 `protobuf:"varint,2,opt,name=quota_kind,json=quotaKind,proto3" json:"quota_kind,omitempty"` // 1: uid, 2: gid; 0: no owner quota refused
+	QuotaId       uint32                 `protobuf:"varint,3,opt,name=quota_id,json=quotaId,proto3" json:"quota_id,omitempty"`
+	QuotaFiles    uint64                 `protobuf:"varint,4,opt,name=quota_files,json=quotaFiles,proto3" json:"quota_files,omitempty"`
+	QuotaBytes    uint64                 `protobuf:"varint,5,opt,name=quota_bytes,json=quotaBytes,proto3" json:"quota_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -797,6 +810,34 @@ func (x *ErrorDetail) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *ErrorDetail) GetQuotaKind() uint32 {
+	if x != nil {
+		return x.QuotaKind
+	}
+	return 0
+}
+
+func (x *ErrorDetail) GetQuotaId() uint32 {
+	if x != nil {
+		return x.QuotaId
+	}
+	return 0
+}
+
+func (x *ErrorDetail) GetQuotaFiles() uint64 {
+	if x != nil {
+		return x.QuotaFiles
+	}
+	return 0
+}
+
+func (x *ErrorDetail) GetQuotaBytes() uint64 {
+	if x != nil {
+		return x.QuotaBytes
+	}
+	return 0
 }
 
 type NullReply struct {
@@ -5929,13 +5970,20 @@ func (x *QuotaCheckReply) GetMismatches() []*QuotaMismatch {
 // OwnerQuotaSetRequest names a uid (kind 1) or gid (kind 2) and its new
 // limits (0: no limit), in the partition of the node ino or path names.
 type OwnerQuotaSetRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ino           uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
-	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
-	Kind          uint32                 `protobuf:"varint,10,opt,name=kind,proto3" json:"kind,omitempty"`
-	Id            uint32                 `protobuf:"varint,11,opt,name=id,proto3" json:"id,omitempty"`
-	MaxFiles      uint64                 `protobuf:"varint,12,opt,name=max_files,json=maxFiles,proto3" json:"max_files,omitempty"` // nodes the id owns
-	MaxBytes      uint64                 `protobuf:"varint,13,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"` // bytes of the regular files among them
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Ino      uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
+	Path     string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Kind     uint32                 `protobuf:"varint,10,opt,name=kind,proto3" json:"kind,omitempty"`
+	Id       uint32                 `protobuf:"varint,11,opt,name=id,proto3" json:"id,omitempty"`
+	MaxFiles uint64                 `protobuf:"varint,12,opt,name=max_files,json=maxFiles,proto3" json:"max_files,omitempty"` // nodes the id owns
+	MaxBytes uint64                 `protobuf:"varint,13,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"` // bytes of the regular files among them
+	// share: the limits are this partition's share of the namespace's
+	// limits, as routers set them (0: nothing more; no limit is 2^64-1).
+	Share bool `protobuf:"varint,14,opt,name=share,proto3" json:"share,omitempty"`
+	// new_share: make a share that holds what the id holds in the
+	// partition and allows nothing more, whatever the limits say (EEXIST if
+	// the id has a quota there).
+	NewShare      bool `protobuf:"varint,15,opt,name=new_share,json=newShare,proto3" json:"new_share,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6012,6 +6060,20 @@ func (x *OwnerQuotaSetRequest) GetMaxBytes() uint64 {
 	return 0
 }
 
+func (x *OwnerQuotaSetRequest) GetShare() bool {
+	if x != nil {
+		return x.Share
+	}
+	return false
+}
+
+func (x *OwnerQuotaSetRequest) GetNewShare() bool {
+	if x != nil {
+		return x.NewShare
+	}
+	return false
+}
+
 // OwnerQuotaRequest names a uid (kind 1) or gid (kind 2), or none (kind
 // 0: OWNER_QUOTA_LIST lists them all), in the partition of the node ino
 // or path names.
@@ -6083,6 +6145,94 @@ func (x *OwnerQuotaRequest) GetId() uint32 {
 	return 0
 }
 
+// OwnerQuotaAdjustRequest moves the limits of a uid's (kind 1) or gid's
+// (kind 2) quota in the partition of the node ino or path names up or
+// down by files and bytes: the step by which routers move the unused
+// part of a namespace's limit between partitions.
+type OwnerQuotaAdjustRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ino           uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Kind          uint32                 `protobuf:"varint,10,opt,name=kind,proto3" json:"kind,omitempty"`
+	Id            uint32                 `protobuf:"varint,11,opt,name=id,proto3" json:"id,omitempty"`
+	Files         int64                  `protobuf:"zigzag64,12,opt,name=files,proto3" json:"files,omitempty"`
+	Bytes         int64                  `protobuf:"zigzag64,13,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OwnerQuotaAdjustRequest) Reset() {
+	*x = OwnerQuotaAdjustRequest{}
+	mi := &file_meta_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OwnerQuotaAdjustRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OwnerQuotaAdjustRequest) ProtoMessage() {}
+
+func (x *OwnerQuotaAdjustRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OwnerQuotaAdjustRequest.ProtoReflect.Descriptor instead.
+func (*OwnerQuotaAdjustRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *OwnerQuotaAdjustRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *OwnerQuotaAdjustRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *OwnerQuotaAdjustRequest) GetKind() uint32 {
+	if x != nil {
+		return x.Kind
+	}
+	return 0
+}
+
+func (x *OwnerQuotaAdjustRequest) GetId() uint32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *OwnerQuotaAdjustRequest) GetFiles() int64 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+func (x *OwnerQuotaAdjustRequest) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
 // OwnerQuota is a user or group quota and its usage.
 type OwnerQuota struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -6092,13 +6242,14 @@ type OwnerQuota struct {
 	MaxBytes      uint64                 `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
 	Files         uint64                 `protobuf:"varint,5,opt,name=files,proto3" json:"files,omitempty"` // nodes with a link the id owns, each once
 	Bytes         uint64                 `protobuf:"varint,6,opt,name=bytes,proto3" json:"bytes,omitempty"` // sizes of the regular files among them
+	Share         bool                   `protobuf:"varint,7,opt,name=share,proto3" json:"share,omitempty"` // a partition's share of a namespace's quota (OwnerQuotaSetRequest.share)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *OwnerQuota) Reset() {
 	*x = OwnerQuota{}
-	mi := &file_meta_proto_msgTypes[76]
+	mi := &file_meta_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6110,7 +6261,7 @@ func (x *OwnerQuota) String() string {
 func (*OwnerQuota) ProtoMessage() {}
 
 func (x *OwnerQuota) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[76]
+	mi := &file_meta_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6123,7 +6274,7 @@ func (x *OwnerQuota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuota.ProtoReflect.Descriptor instead.
 func (*OwnerQuota) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{76}
+	return file_meta_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *OwnerQuota) GetKind() uint32 {
@@ -6168,6 +6319,13 @@ func (x *OwnerQuota) GetBytes() uint64 {
 	return 0
 }
 
+func (x *OwnerQuota) GetShare() bool {
+	if x != nil {
+		return x.Share
+	}
+	return false
+}
+
 type OwnerQuotaReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Quota         *OwnerQuota            `protobuf:"bytes,1,opt,name=quota,proto3" json:"quota,omitempty"`
@@ -6177,7 +6335,7 @@ type OwnerQuotaReply struct {
 
 func (x *OwnerQuotaReply) Reset() {
 	*x = OwnerQuotaReply{}
-	mi := &file_meta_proto_msgTypes[77]
+	mi := &file_meta_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6189,7 +6347,7 @@ func (x *OwnerQuotaReply) String() string {
 func (*OwnerQuotaReply) ProtoMessage() {}
 
 func (x *OwnerQuotaReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[77]
+	mi := &file_meta_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6202,7 +6360,7 @@ func (x *OwnerQuotaReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuotaReply.ProtoReflect.Descriptor instead.
 func (*OwnerQuotaReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{77}
+	return file_meta_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *OwnerQuotaReply) GetQuota() *OwnerQuota {
@@ -6221,7 +6379,7 @@ type OwnerQuotaListReply struct {
 
 func (x *OwnerQuotaListReply) Reset() {
 	*x = OwnerQuotaListReply{}
-	mi := &file_meta_proto_msgTypes[78]
+	mi := &file_meta_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6233,7 +6391,7 @@ func (x *OwnerQuotaListReply) String() string {
 func (*OwnerQuotaListReply) ProtoMessage() {}
 
 func (x *OwnerQuotaListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[78]
+	mi := &file_meta_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6246,7 +6404,7 @@ func (x *OwnerQuotaListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuotaListReply.ProtoReflect.Descriptor instead.
 func (*OwnerQuotaListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{78}
+	return file_meta_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *OwnerQuotaListReply) GetQuotas() []*OwnerQuota {
@@ -6267,7 +6425,7 @@ type OwnerQuotaMismatch struct {
 
 func (x *OwnerQuotaMismatch) Reset() {
 	*x = OwnerQuotaMismatch{}
-	mi := &file_meta_proto_msgTypes[79]
+	mi := &file_meta_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6279,7 +6437,7 @@ func (x *OwnerQuotaMismatch) String() string {
 func (*OwnerQuotaMismatch) ProtoMessage() {}
 
 func (x *OwnerQuotaMismatch) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[79]
+	mi := &file_meta_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6292,7 +6450,7 @@ func (x *OwnerQuotaMismatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuotaMismatch.ProtoReflect.Descriptor instead.
 func (*OwnerQuotaMismatch) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{79}
+	return file_meta_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *OwnerQuotaMismatch) GetQuota() *OwnerQuota {
@@ -6326,7 +6484,7 @@ type OwnerQuotaCheckReply struct {
 
 func (x *OwnerQuotaCheckReply) Reset() {
 	*x = OwnerQuotaCheckReply{}
-	mi := &file_meta_proto_msgTypes[80]
+	mi := &file_meta_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6338,7 +6496,7 @@ func (x *OwnerQuotaCheckReply) String() string {
 func (*OwnerQuotaCheckReply) ProtoMessage() {}
 
 func (x *OwnerQuotaCheckReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[80]
+	mi := &file_meta_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6351,7 +6509,7 @@ func (x *OwnerQuotaCheckReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuotaCheckReply.ProtoReflect.Descriptor instead.
 func (*OwnerQuotaCheckReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{80}
+	return file_meta_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *OwnerQuotaCheckReply) GetQuotas() uint32 {
@@ -6386,7 +6544,7 @@ type TrashEntry struct {
 
 func (x *TrashEntry) Reset() {
 	*x = TrashEntry{}
-	mi := &file_meta_proto_msgTypes[81]
+	mi := &file_meta_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6398,7 +6556,7 @@ func (x *TrashEntry) String() string {
 func (*TrashEntry) ProtoMessage() {}
 
 func (x *TrashEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[81]
+	mi := &file_meta_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6411,7 +6569,7 @@ func (x *TrashEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashEntry.ProtoReflect.Descriptor instead.
 func (*TrashEntry) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{81}
+	return file_meta_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *TrashEntry) GetHour() string {
@@ -6489,7 +6647,7 @@ type TrashListReply struct {
 
 func (x *TrashListReply) Reset() {
 	*x = TrashListReply{}
-	mi := &file_meta_proto_msgTypes[82]
+	mi := &file_meta_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6501,7 +6659,7 @@ func (x *TrashListReply) String() string {
 func (*TrashListReply) ProtoMessage() {}
 
 func (x *TrashListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[82]
+	mi := &file_meta_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6514,7 +6672,7 @@ func (x *TrashListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashListReply.ProtoReflect.Descriptor instead.
 func (*TrashListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{82}
+	return file_meta_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *TrashListReply) GetEntries() []*TrashEntry {
@@ -6559,7 +6717,7 @@ type TrashRestoreRequest struct {
 
 func (x *TrashRestoreRequest) Reset() {
 	*x = TrashRestoreRequest{}
-	mi := &file_meta_proto_msgTypes[83]
+	mi := &file_meta_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6571,7 +6729,7 @@ func (x *TrashRestoreRequest) String() string {
 func (*TrashRestoreRequest) ProtoMessage() {}
 
 func (x *TrashRestoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[83]
+	mi := &file_meta_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6584,7 +6742,7 @@ func (x *TrashRestoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashRestoreRequest.ProtoReflect.Descriptor instead.
 func (*TrashRestoreRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{83}
+	return file_meta_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *TrashRestoreRequest) GetIno() uint64 {
@@ -6625,7 +6783,7 @@ type TrashRestoreReply struct {
 
 func (x *TrashRestoreReply) Reset() {
 	*x = TrashRestoreReply{}
-	mi := &file_meta_proto_msgTypes[84]
+	mi := &file_meta_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6637,7 +6795,7 @@ func (x *TrashRestoreReply) String() string {
 func (*TrashRestoreReply) ProtoMessage() {}
 
 func (x *TrashRestoreReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[84]
+	mi := &file_meta_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6650,7 +6808,7 @@ func (x *TrashRestoreReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashRestoreReply.ProtoReflect.Descriptor instead.
 func (*TrashRestoreReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{84}
+	return file_meta_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *TrashRestoreReply) GetPaths() []string {
@@ -6681,7 +6839,7 @@ type TrashPurgeRequest struct {
 
 func (x *TrashPurgeRequest) Reset() {
 	*x = TrashPurgeRequest{}
-	mi := &file_meta_proto_msgTypes[85]
+	mi := &file_meta_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6693,7 +6851,7 @@ func (x *TrashPurgeRequest) String() string {
 func (*TrashPurgeRequest) ProtoMessage() {}
 
 func (x *TrashPurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[85]
+	mi := &file_meta_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6706,7 +6864,7 @@ func (x *TrashPurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashPurgeRequest.ProtoReflect.Descriptor instead.
 func (*TrashPurgeRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{85}
+	return file_meta_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *TrashPurgeRequest) GetIno() uint64 {
@@ -6747,7 +6905,7 @@ type TrashPurgeReply struct {
 
 func (x *TrashPurgeReply) Reset() {
 	*x = TrashPurgeReply{}
-	mi := &file_meta_proto_msgTypes[86]
+	mi := &file_meta_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6759,7 +6917,7 @@ func (x *TrashPurgeReply) String() string {
 func (*TrashPurgeReply) ProtoMessage() {}
 
 func (x *TrashPurgeReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[86]
+	mi := &file_meta_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6772,7 +6930,7 @@ func (x *TrashPurgeReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashPurgeReply.ProtoReflect.Descriptor instead.
 func (*TrashPurgeReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{86}
+	return file_meta_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *TrashPurgeReply) GetFiles() uint64 {
@@ -6811,7 +6969,7 @@ type XNode struct {
 
 func (x *XNode) Reset() {
 	*x = XNode{}
-	mi := &file_meta_proto_msgTypes[87]
+	mi := &file_meta_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6823,7 +6981,7 @@ func (x *XNode) String() string {
 func (*XNode) ProtoMessage() {}
 
 func (x *XNode) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[87]
+	mi := &file_meta_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6836,7 +6994,7 @@ func (x *XNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XNode.ProtoReflect.Descriptor instead.
 func (*XNode) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{87}
+	return file_meta_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *XNode) GetMode() uint32 {
@@ -6926,7 +7084,7 @@ type XXattr struct {
 
 func (x *XXattr) Reset() {
 	*x = XXattr{}
-	mi := &file_meta_proto_msgTypes[88]
+	mi := &file_meta_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6938,7 +7096,7 @@ func (x *XXattr) String() string {
 func (*XXattr) ProtoMessage() {}
 
 func (x *XXattr) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[88]
+	mi := &file_meta_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6951,7 +7109,7 @@ func (x *XXattr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XXattr.ProtoReflect.Descriptor instead.
 func (*XXattr) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{88}
+	return file_meta_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *XXattr) GetName() string {
@@ -6978,7 +7136,7 @@ type XChunk struct {
 
 func (x *XChunk) Reset() {
 	*x = XChunk{}
-	mi := &file_meta_proto_msgTypes[89]
+	mi := &file_meta_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6990,7 +7148,7 @@ func (x *XChunk) String() string {
 func (*XChunk) ProtoMessage() {}
 
 func (x *XChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[89]
+	mi := &file_meta_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7003,7 +7161,7 @@ func (x *XChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XChunk.ProtoReflect.Descriptor instead.
 func (*XChunk) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{89}
+	return file_meta_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *XChunk) GetIndex() uint32 {
@@ -7033,7 +7191,7 @@ type XSlice struct {
 
 func (x *XSlice) Reset() {
 	*x = XSlice{}
-	mi := &file_meta_proto_msgTypes[90]
+	mi := &file_meta_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7045,7 +7203,7 @@ func (x *XSlice) String() string {
 func (*XSlice) ProtoMessage() {}
 
 func (x *XSlice) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[90]
+	mi := &file_meta_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7058,7 +7216,7 @@ func (x *XSlice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XSlice.ProtoReflect.Descriptor instead.
 func (*XSlice) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{90}
+	return file_meta_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *XSlice) GetId() uint64 {
@@ -7114,7 +7272,7 @@ type XPrepareRequest struct {
 
 func (x *XPrepareRequest) Reset() {
 	*x = XPrepareRequest{}
-	mi := &file_meta_proto_msgTypes[91]
+	mi := &file_meta_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7126,7 +7284,7 @@ func (x *XPrepareRequest) String() string {
 func (*XPrepareRequest) ProtoMessage() {}
 
 func (x *XPrepareRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[91]
+	mi := &file_meta_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7139,7 +7297,7 @@ func (x *XPrepareRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XPrepareRequest.ProtoReflect.Descriptor instead.
 func (*XPrepareRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{91}
+	return file_meta_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *XPrepareRequest) GetParent() uint64 {
@@ -7206,7 +7364,7 @@ type XPrepareReply struct {
 
 func (x *XPrepareReply) Reset() {
 	*x = XPrepareReply{}
-	mi := &file_meta_proto_msgTypes[92]
+	mi := &file_meta_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7218,7 +7376,7 @@ func (x *XPrepareReply) String() string {
 func (*XPrepareReply) ProtoMessage() {}
 
 func (x *XPrepareReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[92]
+	mi := &file_meta_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7231,7 +7389,7 @@ func (x *XPrepareReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XPrepareReply.ProtoReflect.Descriptor instead.
 func (*XPrepareReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{92}
+	return file_meta_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *XPrepareReply) GetDir() bool {
@@ -7274,7 +7432,7 @@ type XIntentRequest struct {
 
 func (x *XIntentRequest) Reset() {
 	*x = XIntentRequest{}
-	mi := &file_meta_proto_msgTypes[93]
+	mi := &file_meta_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7286,7 +7444,7 @@ func (x *XIntentRequest) String() string {
 func (*XIntentRequest) ProtoMessage() {}
 
 func (x *XIntentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[93]
+	mi := &file_meta_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7299,7 +7457,7 @@ func (x *XIntentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XIntentRequest.ProtoReflect.Descriptor instead.
 func (*XIntentRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{93}
+	return file_meta_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *XIntentRequest) GetIno() uint64 {
@@ -7332,7 +7490,7 @@ type XIntentReply struct {
 
 func (x *XIntentReply) Reset() {
 	*x = XIntentReply{}
-	mi := &file_meta_proto_msgTypes[94]
+	mi := &file_meta_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7344,7 +7502,7 @@ func (x *XIntentReply) String() string {
 func (*XIntentReply) ProtoMessage() {}
 
 func (x *XIntentReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[94]
+	mi := &file_meta_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7357,7 +7515,7 @@ func (x *XIntentReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XIntentReply.ProtoReflect.Descriptor instead.
 func (*XIntentReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{94}
+	return file_meta_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *XIntentReply) GetState() uint32 {
@@ -7383,7 +7541,7 @@ type XIntent struct {
 
 func (x *XIntent) Reset() {
 	*x = XIntent{}
-	mi := &file_meta_proto_msgTypes[95]
+	mi := &file_meta_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7395,7 +7553,7 @@ func (x *XIntent) String() string {
 func (*XIntent) ProtoMessage() {}
 
 func (x *XIntent) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[95]
+	mi := &file_meta_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7408,7 +7566,7 @@ func (x *XIntent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XIntent.ProtoReflect.Descriptor instead.
 func (*XIntent) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{95}
+	return file_meta_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *XIntent) GetId() []byte {
@@ -7476,7 +7634,7 @@ type XIntentListReply struct {
 
 func (x *XIntentListReply) Reset() {
 	*x = XIntentListReply{}
-	mi := &file_meta_proto_msgTypes[96]
+	mi := &file_meta_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7488,7 +7646,7 @@ func (x *XIntentListReply) String() string {
 func (*XIntentListReply) ProtoMessage() {}
 
 func (x *XIntentListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[96]
+	mi := &file_meta_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7501,7 +7659,7 @@ func (x *XIntentListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XIntentListReply.ProtoReflect.Descriptor instead.
 func (*XIntentListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{96}
+	return file_meta_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *XIntentListReply) GetIntents() []*XIntent {
@@ -7524,7 +7682,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_meta_proto_msgTypes[97]
+	mi := &file_meta_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7536,7 +7694,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[97]
+	mi := &file_meta_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7549,7 +7707,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{97}
+	return file_meta_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *SnapshotRequest) GetIno() uint64 {
@@ -7588,7 +7746,7 @@ type SnapshotInfo struct {
 
 func (x *SnapshotInfo) Reset() {
 	*x = SnapshotInfo{}
-	mi := &file_meta_proto_msgTypes[98]
+	mi := &file_meta_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7600,7 +7758,7 @@ func (x *SnapshotInfo) String() string {
 func (*SnapshotInfo) ProtoMessage() {}
 
 func (x *SnapshotInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[98]
+	mi := &file_meta_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7613,7 +7771,7 @@ func (x *SnapshotInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotInfo.ProtoReflect.Descriptor instead.
 func (*SnapshotInfo) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{98}
+	return file_meta_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *SnapshotInfo) GetName() string {
@@ -7667,7 +7825,7 @@ type SnapshotReply struct {
 
 func (x *SnapshotReply) Reset() {
 	*x = SnapshotReply{}
-	mi := &file_meta_proto_msgTypes[99]
+	mi := &file_meta_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7679,7 +7837,7 @@ func (x *SnapshotReply) String() string {
 func (*SnapshotReply) ProtoMessage() {}
 
 func (x *SnapshotReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[99]
+	mi := &file_meta_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7692,7 +7850,7 @@ func (x *SnapshotReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotReply.ProtoReflect.Descriptor instead.
 func (*SnapshotReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{99}
+	return file_meta_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *SnapshotReply) GetSnapshot() *SnapshotInfo {
@@ -7711,7 +7869,7 @@ type SnapshotListReply struct {
 
 func (x *SnapshotListReply) Reset() {
 	*x = SnapshotListReply{}
-	mi := &file_meta_proto_msgTypes[100]
+	mi := &file_meta_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7723,7 +7881,7 @@ func (x *SnapshotListReply) String() string {
 func (*SnapshotListReply) ProtoMessage() {}
 
 func (x *SnapshotListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[100]
+	mi := &file_meta_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7736,7 +7894,7 @@ func (x *SnapshotListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotListReply.ProtoReflect.Descriptor instead.
 func (*SnapshotListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{100}
+	return file_meta_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *SnapshotListReply) GetSnapshots() []*SnapshotInfo {
@@ -7760,7 +7918,7 @@ type SnapshotDiffRequest struct {
 
 func (x *SnapshotDiffRequest) Reset() {
 	*x = SnapshotDiffRequest{}
-	mi := &file_meta_proto_msgTypes[101]
+	mi := &file_meta_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7772,7 +7930,7 @@ func (x *SnapshotDiffRequest) String() string {
 func (*SnapshotDiffRequest) ProtoMessage() {}
 
 func (x *SnapshotDiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[101]
+	mi := &file_meta_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7785,7 +7943,7 @@ func (x *SnapshotDiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDiffRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotDiffRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{101}
+	return file_meta_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *SnapshotDiffRequest) GetIno() uint64 {
@@ -7830,7 +7988,7 @@ type SnapshotChange struct {
 
 func (x *SnapshotChange) Reset() {
 	*x = SnapshotChange{}
-	mi := &file_meta_proto_msgTypes[102]
+	mi := &file_meta_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7842,7 +8000,7 @@ func (x *SnapshotChange) String() string {
 func (*SnapshotChange) ProtoMessage() {}
 
 func (x *SnapshotChange) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[102]
+	mi := &file_meta_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7855,7 +8013,7 @@ func (x *SnapshotChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChange.ProtoReflect.Descriptor instead.
 func (*SnapshotChange) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{102}
+	return file_meta_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *SnapshotChange) GetOp() string {
@@ -7889,7 +8047,7 @@ type SnapshotDiffReply struct {
 
 func (x *SnapshotDiffReply) Reset() {
 	*x = SnapshotDiffReply{}
-	mi := &file_meta_proto_msgTypes[103]
+	mi := &file_meta_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7901,7 +8059,7 @@ func (x *SnapshotDiffReply) String() string {
 func (*SnapshotDiffReply) ProtoMessage() {}
 
 func (x *SnapshotDiffReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[103]
+	mi := &file_meta_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7914,7 +8072,7 @@ func (x *SnapshotDiffReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDiffReply.ProtoReflect.Descriptor instead.
 func (*SnapshotDiffReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{103}
+	return file_meta_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *SnapshotDiffReply) GetChanges() []*SnapshotChange {
@@ -7946,7 +8104,7 @@ type CloneRequest struct {
 
 func (x *CloneRequest) Reset() {
 	*x = CloneRequest{}
-	mi := &file_meta_proto_msgTypes[104]
+	mi := &file_meta_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7958,7 +8116,7 @@ func (x *CloneRequest) String() string {
 func (*CloneRequest) ProtoMessage() {}
 
 func (x *CloneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[104]
+	mi := &file_meta_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7971,7 +8129,7 @@ func (x *CloneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloneRequest.ProtoReflect.Descriptor instead.
 func (*CloneRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{104}
+	return file_meta_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *CloneRequest) GetIno() uint64 {
@@ -8029,9 +8187,16 @@ const file_meta_proto_rawDesc = "" +
 	" \x01(\rR\x04rdev\x12\x16\n" +
 	"\x06blocks\x18\v \x01(\x04R\x06blocks\"!\n" +
 	"\vNullRequest\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data\"'\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"\xa3\x01\n" +
 	"\vErrorDetail\x12\x18\n" +
-	"\amessage\x18\x01 \x01(\tR\amessage\"\x1f\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage\x12\x1d\n" +
+	"\n" +
+	"quota_kind\x18\x02 \x01(\rR\tquotaKind\x12\x19\n" +
+	"\bquota_id\x18\x03 \x01(\rR\aquotaId\x12\x1f\n" +
+	"\vquota_files\x18\x04 \x01(\x04R\n" +
+	"quotaFiles\x12\x1f\n" +
+	"\vquota_bytes\x18\x05 \x01(\x04R\n" +
+	"quotaBytes\"\x1f\n" +
 	"\tNullReply\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"\a\n" +
 	"\x05Empty\"O\n" +
@@ -8474,7 +8639,7 @@ const file_meta_proto_rawDesc = "" +
 	"\x06quotas\x18\x01 \x01(\rR\x06quotas\x12=\n" +
 	"\n" +
 	"mismatches\x18\x02 \x03(\v2\x1d.canopy.meta.v1.QuotaMismatchR\n" +
-	"mismatches\"\x9a\x01\n" +
+	"mismatches\"\xcd\x01\n" +
 	"\x14OwnerQuotaSetRequest\x12\x10\n" +
 	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
@@ -8482,13 +8647,23 @@ const file_meta_proto_rawDesc = "" +
 	" \x01(\rR\x04kind\x12\x0e\n" +
 	"\x02id\x18\v \x01(\rR\x02id\x12\x1b\n" +
 	"\tmax_files\x18\f \x01(\x04R\bmaxFiles\x12\x1b\n" +
-	"\tmax_bytes\x18\r \x01(\x04R\bmaxBytes\"]\n" +
+	"\tmax_bytes\x18\r \x01(\x04R\bmaxBytes\x12\x14\n" +
+	"\x05share\x18\x0e \x01(\bR\x05share\x12\x1b\n" +
+	"\tnew_share\x18\x0f \x01(\bR\bnewShare\"]\n" +
 	"\x11OwnerQuotaRequest\x12\x10\n" +
 	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
 	"\x04kind\x18\n" +
 	" \x01(\rR\x04kind\x12\x0e\n" +
-	"\x02id\x18\v \x01(\rR\x02id\"\x96\x01\n" +
+	"\x02id\x18\v \x01(\rR\x02id\"\x8f\x01\n" +
+	"\x17OwnerQuotaAdjustRequest\x12\x10\n" +
+	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
+	"\x04kind\x18\n" +
+	" \x01(\rR\x04kind\x12\x0e\n" +
+	"\x02id\x18\v \x01(\rR\x02id\x12\x14\n" +
+	"\x05files\x18\f \x01(\x12R\x05files\x12\x14\n" +
+	"\x05bytes\x18\r \x01(\x12R\x05bytes\"\xac\x01\n" +
 	"\n" +
 	"OwnerQuota\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\rR\x04kind\x12\x0e\n" +
@@ -8496,7 +8671,8 @@ const file_meta_proto_rawDesc = "" +
 	"\tmax_files\x18\x03 \x01(\x04R\bmaxFiles\x12\x1b\n" +
 	"\tmax_bytes\x18\x04 \x01(\x04R\bmaxBytes\x12\x14\n" +
 	"\x05files\x18\x05 \x01(\x04R\x05files\x12\x14\n" +
-	"\x05bytes\x18\x06 \x01(\x04R\x05bytes\"C\n" +
+	"\x05bytes\x18\x06 \x01(\x04R\x05bytes\x12\x14\n" +
+	"\x05share\x18\a \x01(\bR\x05share\"C\n" +
 	"\x0fOwnerQuotaReply\x120\n" +
 	"\x05quota\x18\x01 \x01(\v2\x1a.canopy.meta.v1.OwnerQuotaR\x05quota\"I\n" +
 	"\x13OwnerQuotaListReply\x122\n" +
@@ -8645,7 +8821,7 @@ const file_meta_proto_rawDesc = "" +
 	"\n" +
 	"new_parent\x18\x04 \x01(\x04R\tnewParent\x12\x19\n" +
 	"\bnew_path\x18\x05 \x01(\tR\anewPath\x12\x19\n" +
-	"\bnew_name\x18\x06 \x01(\tR\anewName*\xb1\n" +
+	"\bnew_name\x18\x06 \x01(\tR\anewName*\xc9\n" +
 	"\n" +
 	"\x06Method\x12\x16\n" +
 	"\x12METHOD_UNSPECIFIED\x10\x00\x12\b\n" +
@@ -8722,7 +8898,8 @@ const file_meta_proto_rawDesc = "" +
 	"QUOTA_LIST\x10f\x12\x10\n" +
 	"\fQUOTA_REMOVE\x10g\x12\x0f\n" +
 	"\vQUOTA_CHECK\x10h\x12\x10\n" +
-	"\fQUOTA_REPAIR\x10i\x12\x13\n" +
+	"\fQUOTA_REPAIR\x10i\x12\x16\n" +
+	"\x12OWNER_QUOTA_ADJUST\x10r\x12\x13\n" +
 	"\x0fOWNER_QUOTA_SET\x10s\x12\x14\n" +
 	"\x10OWNER_QUOTA_LIST\x10t\x12\x16\n" +
 	"\x12OWNER_QUOTA_REMOVE\x10u\x12\x15\n" +
@@ -8784,118 +8961,119 @@ func file_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 105)
+var file_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 106)
 var file_meta_proto_goTypes = []any{
-	(Method)(0),                  // 0: canopy.meta.v1.Method
-	(SetattrMask)(0),             // 1: canopy.meta.v1.SetattrMask
-	(RenameFlag)(0),              // 2: canopy.meta.v1.RenameFlag
-	(XattrFlag)(0),               // 3: canopy.meta.v1.XattrFlag
-	(SessionEnd)(0),              // 4: canopy.meta.v1.SessionEnd
-	(*Attr)(nil),                 // 5: canopy.meta.v1.Attr
-	(*NullRequest)(nil),          // 6: canopy.meta.v1.NullRequest
-	(*ErrorDetail)(nil),          // 7: canopy.meta.v1.ErrorDetail
-	(*NullReply)(nil),            // 8: canopy.meta.v1.NullReply
-	(*Empty)(nil),                // 9: canopy.meta.v1.Empty
-	(*NodeRequest)(nil),          // 10: canopy.meta.v1.NodeRequest
-	(*EntryRequest)(nil),         // 11: canopy.meta.v1.EntryRequest
-	(*CreateRequest)(nil),        // 12: canopy.meta.v1.CreateRequest
-	(*SetattrRequest)(nil),       // 13: canopy.meta.v1.SetattrRequest
-	(*RenameRequest)(nil),        // 14: canopy.meta.v1.RenameRequest
-	(*LinkRequest)(nil),          // 15: canopy.meta.v1.LinkRequest
-	(*ReaddirRequest)(nil),       // 16: canopy.meta.v1.ReaddirRequest
-	(*Dirent)(nil),               // 17: canopy.meta.v1.Dirent
-	(*ReaddirReply)(nil),         // 18: canopy.meta.v1.ReaddirReply
-	(*AttrReply)(nil),            // 19: canopy.meta.v1.AttrReply
-	(*ReadlinkReply)(nil),        // 20: canopy.meta.v1.ReadlinkReply
-	(*StatfsReply)(nil),          // 21: canopy.meta.v1.StatfsReply
-	(*SummaryReply)(nil),         // 22: canopy.meta.v1.SummaryReply
-	(*XattrRequest)(nil),         // 23: canopy.meta.v1.XattrRequest
-	(*XattrReply)(nil),           // 24: canopy.meta.v1.XattrReply
-	(*XattrListReply)(nil),       // 25: canopy.meta.v1.XattrListReply
-	(*LogRecord)(nil),            // 26: canopy.meta.v1.LogRecord
-	(*VolumeReply)(nil),          // 27: canopy.meta.v1.VolumeReply
-	(*Slice)(nil),                // 28: canopy.meta.v1.Slice
-	(*AllocSlicesRequest)(nil),   // 29: canopy.meta.v1.AllocSlicesRequest
-	(*AllocSlicesReply)(nil),     // 30: canopy.meta.v1.AllocSlicesReply
-	(*SliceWrite)(nil),           // 31: canopy.meta.v1.SliceWrite
-	(*CommitRequest)(nil),        // 32: canopy.meta.v1.CommitRequest
-	(*ConcatRequest)(nil),        // 33: canopy.meta.v1.ConcatRequest
-	(*ReadChunksRequest)(nil),    // 34: canopy.meta.v1.ReadChunksRequest
-	(*ChunkView)(nil),            // 35: canopy.meta.v1.ChunkView
-	(*ReadChunksReply)(nil),      // 36: canopy.meta.v1.ReadChunksReply
-	(*OpenRequest)(nil),          // 37: canopy.meta.v1.OpenRequest
-	(*CompactRequest)(nil),       // 38: canopy.meta.v1.CompactRequest
-	(*SliceRef)(nil),             // 39: canopy.meta.v1.SliceRef
-	(*ListSlicesRequest)(nil),    // 40: canopy.meta.v1.ListSlicesRequest
-	(*ListSlicesReply)(nil),      // 41: canopy.meta.v1.ListSlicesReply
-	(*PurgeRequest)(nil),         // 42: canopy.meta.v1.PurgeRequest
-	(*LockRequest)(nil),          // 43: canopy.meta.v1.LockRequest
-	(*LockReply)(nil),            // 44: canopy.meta.v1.LockReply
-	(*HeartbeatReply)(nil),       // 45: canopy.meta.v1.HeartbeatReply
-	(*MountEntry)(nil),           // 46: canopy.meta.v1.MountEntry
-	(*Route)(nil),                // 47: canopy.meta.v1.Route
-	(*TablesRequest)(nil),        // 48: canopy.meta.v1.TablesRequest
-	(*TablesReply)(nil),          // 49: canopy.meta.v1.TablesReply
-	(*TablesUpdate)(nil),         // 50: canopy.meta.v1.TablesUpdate
-	(*DumpRequest)(nil),          // 51: canopy.meta.v1.DumpRequest
-	(*DumpReply)(nil),            // 52: canopy.meta.v1.DumpReply
-	(*StatusRequest)(nil),        // 53: canopy.meta.v1.StatusRequest
-	(*StatusReply)(nil),          // 54: canopy.meta.v1.StatusReply
-	(*RunRecord)(nil),            // 55: canopy.meta.v1.RunRecord
-	(*ClientStatus)(nil),         // 56: canopy.meta.v1.ClientStatus
-	(*AnnounceRequest)(nil),      // 57: canopy.meta.v1.AnnounceRequest
-	(*IDRange)(nil),              // 58: canopy.meta.v1.IDRange
-	(*Credential)(nil),           // 59: canopy.meta.v1.Credential
-	(*AuthTableReply)(nil),       // 60: canopy.meta.v1.AuthTableReply
-	(*AuthSyncRequest)(nil),      // 61: canopy.meta.v1.AuthSyncRequest
-	(*AuthAddRequest)(nil),       // 62: canopy.meta.v1.AuthAddRequest
-	(*AuthNameRequest)(nil),      // 63: canopy.meta.v1.AuthNameRequest
-	(*AuthRotateRequest)(nil),    // 64: canopy.meta.v1.AuthRotateRequest
-	(*CredentialReply)(nil),      // 65: canopy.meta.v1.CredentialReply
-	(*AuthListReply)(nil),        // 66: canopy.meta.v1.AuthListReply
-	(*GroupRequest)(nil),         // 67: canopy.meta.v1.GroupRequest
-	(*GroupReply)(nil),           // 68: canopy.meta.v1.GroupReply
-	(*GroupTransferRequest)(nil), // 69: canopy.meta.v1.GroupTransferRequest
-	(*GroupAddRequest)(nil),      // 70: canopy.meta.v1.GroupAddRequest
-	(*GroupRemoveRequest)(nil),   // 71: canopy.meta.v1.GroupRemoveRequest
-	(*GroupMember)(nil),          // 72: canopy.meta.v1.GroupMember
-	(*QuotaSetRequest)(nil),      // 73: canopy.meta.v1.QuotaSetRequest
-	(*Quota)(nil),                // 74: canopy.meta.v1.Quota
-	(*QuotaReply)(nil),           // 75: canopy.meta.v1.QuotaReply
-	(*QuotaListReply)(nil),       // 76: canopy.meta.v1.QuotaListReply
-	(*QuotaMismatch)(nil),        // 77: canopy.meta.v1.QuotaMismatch
-	(*QuotaCheckReply)(nil),      // 78: canopy.meta.v1.QuotaCheckReply
-	(*OwnerQuotaSetRequest)(nil), // 79: canopy.meta.v1.OwnerQuotaSetRequest
-	(*OwnerQuotaRequest)(nil),    // 80: canopy.meta.v1.OwnerQuotaRequest
-	(*OwnerQuota)(nil),           // 81: canopy.meta.v1.OwnerQuota
-	(*OwnerQuotaReply)(nil),      // 82: canopy.meta.v1.OwnerQuotaReply
-	(*OwnerQuotaListReply)(nil),  // 83: canopy.meta.v1.OwnerQuotaListReply
-	(*OwnerQuotaMismatch)(nil),   // 84: canopy.meta.v1.OwnerQuotaMismatch
-	(*OwnerQuotaCheckReply)(nil), // 85: canopy.meta.v1.OwnerQuotaCheckReply
-	(*TrashEntry)(nil),           // 86: canopy.meta.v1.TrashEntry
-	(*TrashListReply)(nil),       // 87: canopy.meta.v1.TrashListReply
-	(*TrashRestoreRequest)(nil),  // 88: canopy.meta.v1.TrashRestoreRequest
-	(*TrashRestoreReply)(nil),    // 89: canopy.meta.v1.TrashRestoreReply
-	(*TrashPurgeRequest)(nil),    // 90: canopy.meta.v1.TrashPurgeRequest
-	(*TrashPurgeReply)(nil),      // 91: canopy.meta.v1.TrashPurgeReply
-	(*XNode)(nil),                // 92: canopy.meta.v1.XNode
-	(*XXattr)(nil),               // 93: canopy.meta.v1.XXattr
-	(*XChunk)(nil),               // 94: canopy.meta.v1.XChunk
-	(*XSlice)(nil),               // 95: canopy.meta.v1.XSlice
-	(*XPrepareRequest)(nil),      // 96: canopy.meta.v1.XPrepareRequest
-	(*XPrepareReply)(nil),        // 97: canopy.meta.v1.XPrepareReply
-	(*XIntentRequest)(nil),       // 98: canopy.meta.v1.XIntentRequest
-	(*XIntentReply)(nil),         // 99: canopy.meta.v1.XIntentReply
-	(*XIntent)(nil),              // 100: canopy.meta.v1.XIntent
-	(*XIntentListReply)(nil),     // 101: canopy.meta.v1.XIntentListReply
-	(*SnapshotRequest)(nil),      // 102: canopy.meta.v1.SnapshotRequest
-	(*SnapshotInfo)(nil),         // 103: canopy.meta.v1.SnapshotInfo
-	(*SnapshotReply)(nil),        // 104: canopy.meta.v1.SnapshotReply
-	(*SnapshotListReply)(nil),    // 105: canopy.meta.v1.SnapshotListReply
-	(*SnapshotDiffRequest)(nil),  // 106: canopy.meta.v1.SnapshotDiffRequest
-	(*SnapshotChange)(nil),       // 107: canopy.meta.v1.SnapshotChange
-	(*SnapshotDiffReply)(nil),    // 108: canopy.meta.v1.SnapshotDiffReply
-	(*CloneRequest)(nil),         // 109: canopy.meta.v1.CloneRequest
+	(Method)(0),                     // 0: canopy.meta.v1.Method
+	(SetattrMask)(0),                // 1: canopy.meta.v1.SetattrMask
+	(RenameFlag)(0),                 // 2: canopy.meta.v1.RenameFlag
+	(XattrFlag)(0),                  // 3: canopy.meta.v1.XattrFlag
+	(SessionEnd)(0),                 // 4: canopy.meta.v1.SessionEnd
+	(*Attr)(nil),                    // 5: canopy.meta.v1.Attr
+	(*NullRequest)(nil),             // 6: canopy.meta.v1.NullRequest
+	(*ErrorDetail)(nil),             // 7: canopy.meta.v1.ErrorDetail
+	(*NullReply)(nil),               // 8: canopy.meta.v1.NullReply
+	(*Empty)(nil),                   // 9: canopy.meta.v1.Empty
+	(*NodeRequest)(nil),             // 10: canopy.meta.v1.NodeRequest
+	(*EntryRequest)(nil),            // 11: canopy.meta.v1.EntryRequest
+	(*CreateRequest)(nil),           // 12: canopy.meta.v1.CreateRequest
+	(*SetattrRequest)(nil),          // 13: canopy.meta.v1.SetattrRequest
+	(*RenameRequest)(nil),           // 14: canopy.meta.v1.RenameRequest
+	(*LinkRequest)(nil),             // 15: canopy.meta.v1.LinkRequest
+	(*ReaddirRequest)(nil),          // 16: canopy.meta.v1.ReaddirRequest
+	(*Dirent)(nil),                  // 17: canopy.meta.v1.Dirent
+	(*ReaddirReply)(nil),            // 18: canopy.meta.v1.ReaddirReply
+	(*AttrReply)(nil),               // 19: canopy.meta.v1.AttrReply
+	(*ReadlinkReply)(nil),           // 20: canopy.meta.v1.ReadlinkReply
+	(*StatfsReply)(nil),             // 21: canopy.meta.v1.StatfsReply
+	(*SummaryReply)(nil),            // 22: canopy.meta.v1.SummaryReply
+	(*XattrRequest)(nil),            // 23: canopy.meta.v1.XattrRequest
+	(*XattrReply)(nil),              // 24: canopy.meta.v1.XattrReply
+	(*XattrListReply)(nil),          // 25: canopy.meta.v1.XattrListReply
+	(*LogRecord)(nil),               // 26: canopy.meta.v1.LogRecord
+	(*VolumeReply)(nil),             // 27: canopy.meta.v1.VolumeReply
+	(*Slice)(nil),                   // 28: canopy.meta.v1.Slice
+	(*AllocSlicesRequest)(nil),      // 29: canopy.meta.v1.AllocSlicesRequest
+	(*AllocSlicesReply)(nil),        // 30: canopy.meta.v1.AllocSlicesReply
+	(*SliceWrite)(nil),              // 31: canopy.meta.v1.SliceWrite
+	(*CommitRequest)(nil),           // 32: canopy.meta.v1.CommitRequest
+	(*ConcatRequest)(nil),           // 33: canopy.meta.v1.ConcatRequest
+	(*ReadChunksRequest)(nil),       // 34: canopy.meta.v1.ReadChunksRequest
+	(*ChunkView)(nil),               // 35: canopy.meta.v1.ChunkView
+	(*ReadChunksReply)(nil),         // 36: canopy.meta.v1.ReadChunksReply
+	(*OpenRequest)(nil),             // 37: canopy.meta.v1.OpenRequest
+	(*CompactRequest)(nil),          // 38: canopy.meta.v1.CompactRequest
+	(*SliceRef)(nil),                // 39: canopy.meta.v1.SliceRef
+	(*ListSlicesRequest)(nil),       // 40: canopy.meta.v1.ListSlicesRequest
+	(*ListSlicesReply)(nil),         // 41: canopy.meta.v1.ListSlicesReply
+	(*PurgeRequest)(nil),            // 42: canopy.meta.v1.PurgeRequest
+	(*LockRequest)(nil),             // 43: canopy.meta.v1.LockRequest
+	(*LockReply)(nil),               // 44: canopy.meta.v1.LockReply
+	(*HeartbeatReply)(nil),          // 45: canopy.meta.v1.HeartbeatReply
+	(*MountEntry)(nil),              // 46: canopy.meta.v1.MountEntry
+	(*Route)(nil),                   // 47: canopy.meta.v1.Route
+	(*TablesRequest)(nil),           // 48: canopy.meta.v1.TablesRequest
+	(*TablesReply)(nil),             // 49: canopy.meta.v1.TablesReply
+	(*TablesUpdate)(nil),            // 50: canopy.meta.v1.TablesUpdate
+	(*DumpRequest)(nil),             // 51: canopy.meta.v1.DumpRequest
+	(*DumpReply)(nil),               // 52: canopy.meta.v1.DumpReply
+	(*StatusRequest)(nil),           // 53: canopy.meta.v1.StatusRequest
+	(*StatusReply)(nil),             // 54: canopy.meta.v1.StatusReply
+	(*RunRecord)(nil),               // 55: canopy.meta.v1.RunRecord
+	(*ClientStatus)(nil),            // 56: canopy.meta.v1.ClientStatus
+	(*AnnounceRequest)(nil),         // 57: canopy.meta.v1.AnnounceRequest
+	(*IDRange)(nil),                 // 58: canopy.meta.v1.IDRange
+	(*Credential)(nil),              // 59: canopy.meta.v1.Credential
+	(*AuthTableReply)(nil),          // 60: canopy.meta.v1.AuthTableReply
+	(*AuthSyncRequest)(nil),         // 61: canopy.meta.v1.AuthSyncRequest
+	(*AuthAddRequest)(nil),          // 62: canopy.meta.v1.AuthAddRequest
+	(*AuthNameRequest)(nil),         // 63: canopy.meta.v1.AuthNameRequest
+	(*AuthRotateRequest)(nil),       // 64: canopy.meta.v1.AuthRotateRequest
+	(*CredentialReply)(nil),         // 65: canopy.meta.v1.CredentialReply
+	(*AuthListReply)(nil),           // 66: canopy.meta.v1.AuthListReply
+	(*GroupRequest)(nil),            // 67: canopy.meta.v1.GroupRequest
+	(*GroupReply)(nil),              // 68: canopy.meta.v1.GroupReply
+	(*GroupTransferRequest)(nil),    // 69: canopy.meta.v1.GroupTransferRequest
+	(*GroupAddRequest)(nil),         // 70: canopy.meta.v1.GroupAddRequest
+	(*GroupRemoveRequest)(nil),      // 71: canopy.meta.v1.GroupRemoveRequest
+	(*GroupMember)(nil),             // 72: canopy.meta.v1.GroupMember
+	(*QuotaSetRequest)(nil),         // 73: canopy.meta.v1.QuotaSetRequest
+	(*Quota)(nil),                   // 74: canopy.meta.v1.Quota
+	(*QuotaReply)(nil),              // 75: canopy.meta.v1.QuotaReply
+	(*QuotaListReply)(nil),          // 76: canopy.meta.v1.QuotaListReply
+	(*QuotaMismatch)(nil),           // 77: canopy.meta.v1.QuotaMismatch
+	(*QuotaCheckReply)(nil),         // 78: canopy.meta.v1.QuotaCheckReply
+	(*OwnerQuotaSetRequest)(nil),    // 79: canopy.meta.v1.OwnerQuotaSetRequest
+	(*OwnerQuotaRequest)(nil),       // 80: canopy.meta.v1.OwnerQuotaRequest
+	(*OwnerQuotaAdjustRequest)(nil), // 81: canopy.meta.v1.OwnerQuotaAdjustRequest
+	(*OwnerQuota)(nil),              // 82: canopy.meta.v1.OwnerQuota
+	(*OwnerQuotaReply)(nil),         // 83: canopy.meta.v1.OwnerQuotaReply
+	(*OwnerQuotaListReply)(nil),     // 84: canopy.meta.v1.OwnerQuotaListReply
+	(*OwnerQuotaMismatch)(nil),      // 85: canopy.meta.v1.OwnerQuotaMismatch
+	(*OwnerQuotaCheckReply)(nil),    // 86: canopy.meta.v1.OwnerQuotaCheckReply
+	(*TrashEntry)(nil),              // 87: canopy.meta.v1.TrashEntry
+	(*TrashListReply)(nil),          // 88: canopy.meta.v1.TrashListReply
+	(*TrashRestoreRequest)(nil),     // 89: canopy.meta.v1.TrashRestoreRequest
+	(*TrashRestoreReply)(nil),       // 90: canopy.meta.v1.TrashRestoreReply
+	(*TrashPurgeRequest)(nil),       // 91: canopy.meta.v1.TrashPurgeRequest
+	(*TrashPurgeReply)(nil),         // 92: canopy.meta.v1.TrashPurgeReply
+	(*XNode)(nil),                   // 93: canopy.meta.v1.XNode
+	(*XXattr)(nil),                  // 94: canopy.meta.v1.XXattr
+	(*XChunk)(nil),                  // 95: canopy.meta.v1.XChunk
+	(*XSlice)(nil),                  // 96: canopy.meta.v1.XSlice
+	(*XPrepareRequest)(nil),         // 97: canopy.meta.v1.XPrepareRequest
+	(*XPrepareReply)(nil),           // 98: canopy.meta.v1.XPrepareReply
+	(*XIntentRequest)(nil),          // 99: canopy.meta.v1.XIntentRequest
+	(*XIntentReply)(nil),            // 100: canopy.meta.v1.XIntentReply
+	(*XIntent)(nil),                 // 101: canopy.meta.v1.XIntent
+	(*XIntentListReply)(nil),        // 102: canopy.meta.v1.XIntentListReply
+	(*SnapshotRequest)(nil),         // 103: canopy.meta.v1.SnapshotRequest
+	(*SnapshotInfo)(nil),            // 104: canopy.meta.v1.SnapshotInfo
+	(*SnapshotReply)(nil),           // 105: canopy.meta.v1.SnapshotReply
+	(*SnapshotListReply)(nil),       // 106: canopy.meta.v1.SnapshotListReply
+	(*SnapshotDiffRequest)(nil),     // 107: canopy.meta.v1.SnapshotDiffRequest
+	(*SnapshotChange)(nil),          // 108: canopy.meta.v1.SnapshotChange
+	(*SnapshotDiffReply)(nil),       // 109: canopy.meta.v1.SnapshotDiffReply
+	(*CloneRequest)(nil),            // 110: canopy.meta.v1.CloneRequest
 }
 var file_meta_proto_depIdxs = []int32{
 	5,   // 0: canopy.meta.v1.Dirent.attr:type_name -> canopy.meta.v1.Attr
@@ -8929,22 +9107,22 @@ var file_meta_proto_depIdxs = []int32{
 	74,  // 28: canopy.meta.v1.QuotaListReply.quotas:type_name -> canopy.meta.v1.Quota
 	74,  // 29: canopy.meta.v1.QuotaMismatch.quota:type_name -> canopy.meta.v1.Quota
 	77,  // 30: canopy.meta.v1.QuotaCheckReply.mismatches:type_name -> canopy.meta.v1.QuotaMismatch
-	81,  // 31: canopy.meta.v1.OwnerQuotaReply.quota:type_name -> canopy.meta.v1.OwnerQuota
-	81,  // 32: canopy.meta.v1.OwnerQuotaListReply.quotas:type_name -> canopy.meta.v1.OwnerQuota
-	81,  // 33: canopy.meta.v1.OwnerQuotaMismatch.quota:type_name -> canopy.meta.v1.OwnerQuota
-	84,  // 34: canopy.meta.v1.OwnerQuotaCheckReply.mismatches:type_name -> canopy.meta.v1.OwnerQuotaMismatch
+	82,  // 31: canopy.meta.v1.OwnerQuotaReply.quota:type_name -> canopy.meta.v1.OwnerQuota
+	82,  // 32: canopy.meta.v1.OwnerQuotaListReply.quotas:type_name -> canopy.meta.v1.OwnerQuota
+	82,  // 33: canopy.meta.v1.OwnerQuotaMismatch.quota:type_name -> canopy.meta.v1.OwnerQuota
+	85,  // 34: canopy.meta.v1.OwnerQuotaCheckReply.mismatches:type_name -> canopy.meta.v1.OwnerQuotaMismatch
 	5,   // 35: canopy.meta.v1.TrashEntry.attr:type_name -> canopy.meta.v1.Attr
-	86,  // 36: canopy.meta.v1.TrashListReply.entries:type_name -> canopy.meta.v1.TrashEntry
-	93,  // 37: canopy.meta.v1.XNode.xattrs:type_name -> canopy.meta.v1.XXattr
-	94,  // 38: canopy.meta.v1.XNode.chunks:type_name -> canopy.meta.v1.XChunk
-	95,  // 39: canopy.meta.v1.XChunk.slices:type_name -> canopy.meta.v1.XSlice
-	92,  // 40: canopy.meta.v1.XPrepareReply.image:type_name -> canopy.meta.v1.XNode
-	92,  // 41: canopy.meta.v1.XIntentRequest.image:type_name -> canopy.meta.v1.XNode
-	92,  // 42: canopy.meta.v1.XIntent.image:type_name -> canopy.meta.v1.XNode
-	100, // 43: canopy.meta.v1.XIntentListReply.intents:type_name -> canopy.meta.v1.XIntent
-	103, // 44: canopy.meta.v1.SnapshotReply.snapshot:type_name -> canopy.meta.v1.SnapshotInfo
-	103, // 45: canopy.meta.v1.SnapshotListReply.snapshots:type_name -> canopy.meta.v1.SnapshotInfo
-	107, // 46: canopy.meta.v1.SnapshotDiffReply.changes:type_name -> canopy.meta.v1.SnapshotChange
+	87,  // 36: canopy.meta.v1.TrashListReply.entries:type_name -> canopy.meta.v1.TrashEntry
+	94,  // 37: canopy.meta.v1.XNode.xattrs:type_name -> canopy.meta.v1.XXattr
+	95,  // 38: canopy.meta.v1.XNode.chunks:type_name -> canopy.meta.v1.XChunk
+	96,  // 39: canopy.meta.v1.XChunk.slices:type_name -> canopy.meta.v1.XSlice
+	93,  // 40: canopy.meta.v1.XPrepareReply.image:type_name -> canopy.meta.v1.XNode
+	93,  // 41: canopy.meta.v1.XIntentRequest.image:type_name -> canopy.meta.v1.XNode
+	93,  // 42: canopy.meta.v1.XIntent.image:type_name -> canopy.meta.v1.XNode
+	101, // 43: canopy.meta.v1.XIntentListReply.intents:type_name -> canopy.meta.v1.XIntent
+	104, // 44: canopy.meta.v1.SnapshotReply.snapshot:type_name -> canopy.meta.v1.SnapshotInfo
+	104, // 45: canopy.meta.v1.SnapshotListReply.snapshots:type_name -> canopy.meta.v1.SnapshotInfo
+	108, // 46: canopy.meta.v1.SnapshotDiffReply.changes:type_name -> canopy.meta.v1.SnapshotChange
 	47,  // [47:47] is the sub-list for method output_type
 	47,  // [47:47] is the sub-list for method input_type
 	47,  // [47:47] is the sub-list for extension type_name
@@ -8963,7 +9141,7 @@ func file_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meta_proto_rawDesc), len(file_meta_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   105,
+			NumMessages:   106,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -27,6 +27,9 @@ type ownerQuotaJSON struct {
 	MaxBytes uint64 `json:"max_bytes"` // 0: no limit
 	Files    uint64 `json:"files"`
 	Bytes    uint64 `json:"bytes"`
+	// Share: a partition's share of a namespace quota (asked of the
+	// partition directly): its limits may be 0, and none is 2^64-1.
+	Share bool `json:"share,omitempty"`
 }
 
 type ownerMismatchJSON struct {
@@ -43,7 +46,7 @@ func kindName(kind uint32) string {
 }
 
 func toOwnerQuotaJSON(q client.OwnerQuota) ownerQuotaJSON {
-	return ownerQuotaJSON{Kind: kindName(q.Kind), ID: q.ID, MaxFiles: q.MaxFiles, MaxBytes: q.MaxBytes, Files: q.Files, Bytes: q.Bytes}
+	return ownerQuotaJSON{Kind: kindName(q.Kind), ID: q.ID, MaxFiles: q.MaxFiles, MaxBytes: q.MaxBytes, Files: q.Files, Bytes: q.Bytes, Share: q.Share}
 }
 
 // allIDs is the value of a bare --uid or --gid (ls: all of them).

@@ -146,7 +146,7 @@ func (e *Engine) checkCopy(p *copyPlan, d *node, o copyOpts) (Ino, error) {
 	if e.ownerQuotasOn() && !o.keepOwner {
 		var od ownerDelta
 		od.node(e, o.c.UID, o.c.GID, int64(p.nodes), p.bytes)
-		if err := od.check(); err != nil {
+		if err := od.check(e); err != nil {
 			return 0, fmt.Errorf("copy of %d nodes and %d bytes for %d:%d: %w", p.nodes, p.bytes, o.c.UID, o.c.GID, err)
 		}
 	}

@@ -18,11 +18,13 @@ import (
 // link or a rename changes no owner, and so no user or group quota. The
 // limits hold for root as for everyone else.
 //
-// The limits are per partition: a federation keeps a user's quota in
-// each partition that has one, and each partition counts what the user
-// owns there. A file that moves to another partition (a rename across
-// partitions) leaves the user's usage in the first and counts in the
-// second, which does not refuse it.
+// The limits are the partition's: each partition counts what the user
+// owns there. In a federation they are the partition's share of a limit
+// for the whole namespace, which the routers split among the partitions
+// and move between them (AdjustOwnerQuota, quota_owner_share.go). A file
+// that moves to another partition (a rename across partitions) leaves
+// the user's usage in the first and counts in the second, which does not
+// refuse it.
 //
 // Usage is kept incrementally for the ids that have a quota only: an
 // operation costs one compare when no user or group quota exists and a
@@ -57,9 +59,16 @@ func (k QuotaKind) String() string {
 type OwnerQuotaLimit struct {
 	Kind     QuotaKind
 	ID       uint32 // the uid or gid
-	MaxFiles uint64 // nodes; 0: no limit
-	MaxBytes uint64 // bytes of regular files; 0: no limit
+	MaxFiles uint64 // nodes; 0: no limit (with Share: none)
+	MaxBytes uint64 // bytes of regular files; 0: no limit (with Share: none)
+	// Share: the limits are this partition's share of a limit for the
+	// whole namespace (quota_owner_share.go), which may be 0; a share
+	// with no limit is math.MaxUint64.
+	Share bool
 }
+
+// limited reports whether limit is one (0 is no limit, except in a share).
+func (l *OwnerQuotaLimit) limited(limit uint64) bool { return limit > 0 || l.Share }
 
 // OwnerQuota is a user or group quota and what the id holds now.
 type OwnerQuota struct {
@@ -89,8 +98,8 @@ func (u *ownerUse) quota() OwnerQuota {
 }
 
 func (u *ownerUse) over(files, bytes int64) bool {
-	return files > 0 && u.MaxFiles > 0 && u.files+uint64(files) > u.MaxFiles ||
-		bytes > 0 && u.MaxBytes > 0 && u.bytes+uint64(bytes) > u.MaxBytes
+	return files > 0 && u.limited(u.MaxFiles) && u.files+uint64(files) > u.MaxFiles ||
+		bytes > 0 && u.limited(u.MaxBytes) && u.bytes+uint64(bytes) > u.MaxBytes
 }
 
 // ownerQuotaState is the engine's user and group quotas. It belongs to
@@ -102,6 +111,27 @@ type ownerQuotaState struct {
 	list   []OwnerQuotaLimit    // the limits, by kind and id, for checkpoints; nil when there is none
 
 	stale bool // loaded, and the usage not counted yet (checkQuotas counts it)
+
+	refused OwnerRefusal // the last refusal, until TakeOwnerRefusal; Kind 0: none
+}
+
+// OwnerRefusal is the user or group quota that refused a change with
+// EDQUOT, and what the change would have added to its usage.
+type OwnerRefusal struct {
+	Kind  QuotaKind // 0: no owner quota refused (a directory quota did, or nothing)
+	ID    uint32
+	Files int64 // nodes the change adds
+	Bytes int64 // bytes the change adds
+}
+
+// TakeOwnerRefusal returns the owner quota that refused the last change
+// that an owner quota refused, and forgets it. Called by whoever turns an
+// EDQUOT into a reply, right after the call, on the owner goroutine: a
+// federation moves unused limits to the partition that ran short.
+func (e *Engine) TakeOwnerRefusal() OwnerRefusal {
+	r := e.oq.refused
+	e.oq.refused = OwnerRefusal{}
+	return r
 }
 
 // ownerQuotasOn reports whether any user or group quota exists.
@@ -125,13 +155,17 @@ func validKind(k QuotaKind) error {
 // making one if there is none. Only root may (EPERM). Limits below what
 // the id holds now are refused (EDQUOT).
 func (e *Engine) SetOwnerQuota(c Cred, kind QuotaKind, id uint32, maxFiles, maxBytes uint64) (OwnerQuota, error) {
+	return e.setOwnerQuota(c, OwnerQuotaLimit{Kind: kind, ID: id, MaxFiles: maxFiles, MaxBytes: maxBytes})
+}
+
+func (e *Engine) setOwnerQuota(c Cred, lim OwnerQuotaLimit) (OwnerQuota, error) {
 	if !c.IsRoot() {
 		return OwnerQuota{}, syscall.EPERM
 	}
-	if err := validKind(kind); err != nil {
+	if err := validKind(lim.Kind); err != nil {
 		return OwnerQuota{}, err
 	}
-	lim := OwnerQuotaLimit{Kind: kind, ID: id, MaxFiles: maxFiles, MaxBytes: maxBytes}
+	kind, id := lim.Kind, lim.ID
 	tab := e.oq.table(kind)
 	u, ok := (*tab)[id]
 	files, bytes := uint64(0), uint64(0)
@@ -140,7 +174,7 @@ func (e *Engine) SetOwnerQuota(c Cred, kind QuotaKind, id uint32, maxFiles, maxB
 	} else {
 		files, bytes = e.countOwned(kind, id)
 	}
-	if lim.MaxFiles > 0 && files > lim.MaxFiles || lim.MaxBytes > 0 && bytes > lim.MaxBytes {
+	if lim.limited(lim.MaxFiles) && files > lim.MaxFiles || lim.limited(lim.MaxBytes) && bytes > lim.MaxBytes {
 		return OwnerQuota{}, fmt.Errorf("quota below usage: %d files and %d bytes in use: %w", files, bytes, syscall.EDQUOT)
 	}
 	if !ok {
@@ -383,10 +417,12 @@ func (d *ownerDelta) node(e *Engine, uid, gid uint32, sign int64, bytes uint64) 
 	d.add(e, QuotaGroup, gid, sign, sign*int64(bytes))
 }
 
-// check reports EDQUOT if the change takes a growing figure past a limit.
-func (d *ownerDelta) check() error {
+// check reports EDQUOT if the change takes a growing figure past a limit,
+// and keeps which quota refused it for TakeOwnerRefusal.
+func (d *ownerDelta) check(e *Engine) error {
 	for _, c := range d.ch[:d.k] {
 		if c.u.over(c.files, c.bytes) {
+			e.oq.refused = OwnerRefusal{Kind: c.u.Kind, ID: c.u.ID, Files: max(c.files, 0), Bytes: max(c.bytes, 0)}
 			return syscall.EDQUOT
 		}
 	}
@@ -416,7 +452,7 @@ func (e *Engine) quotaCreateAs(c Cred, d *node) (Ino, error) {
 	if e.ownerQuotasOn() {
 		var od ownerDelta
 		od.node(e, c.UID, e.createGID(c, d), 1, 0)
-		if err := od.check(); err != nil {
+		if err := od.check(e); err != nil {
 			return 0, err
 		}
 	}
@@ -450,7 +486,7 @@ func (e *Engine) ownerGrow(n *node, size uint64) error {
 	var od ownerDelta
 	od.add(e, QuotaUser, e.uid(n), 0, int64(size-n.Size))
 	od.add(e, QuotaGroup, e.gid(n), 0, int64(size-n.Size))
-	return od.check()
+	return od.check(e)
 }
 
 // ownerResized counts regular file n's size change from old.
@@ -486,5 +522,5 @@ func (e *Engine) ownerSetAttr(n *node, s SetAttr) (ownerDelta, error) {
 	}
 	od.node(e, uid, gid, -1, bytesOf(n))
 	od.node(e, newUID, newGID, 1, size)
-	return od, od.check()
+	return od, od.check(e)
 }

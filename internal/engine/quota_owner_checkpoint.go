@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 )
 
 // User and group quotas in checkpoints: an optional section after the
@@ -13,7 +14,16 @@ import (
 // (checkOwnerQuotas), so it is what a replica that applied the same
 // operations keeps. The JSON dump has them as an "owner_quotas" record
 // after the "quotas" one, [kind, id, file limit, byte limit] each.
-const ownerQuotasMagic = "CNPYOQ01"
+//
+// While any of them is a share of a namespace's quota
+// (quota_owner_share.go), the section is ownerSharesMagic instead, and
+// each quota has a fifth number after its byte limit: 1 for a share, 0
+// for a partition's own; in the JSON dump, a share's array has that fifth
+// number (1).
+const (
+	ownerQuotasMagic = "CNPYOQ01"
+	ownerSharesMagic = "CNPYOQ02"
+)
 
 // maxCkptOwnerQuotas bounds the owner quotas a checkpoint may claim.
 const maxCkptOwnerQuotas = 1 << 24
@@ -22,14 +32,29 @@ func (enc *encoder) ownerQuotas(list []OwnerQuotaLimit) {
 	if len(list) == 0 {
 		return
 	}
-	enc.raw([]byte(ownerQuotasMagic))
+	shares := slices.ContainsFunc(list, func(q OwnerQuotaLimit) bool { return q.Share })
+	if shares {
+		enc.raw([]byte(ownerSharesMagic))
+	} else {
+		enc.raw([]byte(ownerQuotasMagic))
+	}
 	enc.uint(uint64(len(list)))
 	for _, q := range list {
 		enc.uint(uint64(q.Kind))
 		enc.uint(uint64(q.ID))
 		enc.uint(q.MaxFiles)
 		enc.uint(q.MaxBytes)
+		if shares {
+			enc.uint(shareFlag(q.Share))
+		}
 	}
+}
+
+func shareFlag(share bool) uint64 {
+	if share {
+		return 1
+	}
+	return 0
 }
 
 // next reports whether the bytes that follow are magic (without reading
@@ -63,7 +88,8 @@ func (d *decoder) readOwnerQuotas(e *Engine) {
 // ownerQuotaList reads the owner quota section, if the bytes that follow
 // are one: nil if not.
 func (d *decoder) ownerQuotaList() []OwnerQuotaLimit {
-	if !d.next(ownerQuotasMagic) {
+	shares := d.next(ownerSharesMagic)
+	if !shares && !d.next(ownerQuotasMagic) {
 		return nil
 	}
 	d.bytes(len(ownerQuotasMagic))
@@ -75,6 +101,14 @@ func (d *decoder) ownerQuotaList() []OwnerQuotaLimit {
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		kind := d.uint()
 		q := OwnerQuotaLimit{Kind: QuotaKind(min(kind, 255)), ID: d.uint32(), MaxFiles: d.uint(), MaxBytes: d.uint()}
+		if shares {
+			switch flag := d.uint(); flag {
+			case 0, 1:
+				q.Share = flag == 1
+			default:
+				d.err = fmt.Errorf("owner quota %v %d: share flag %d", q.Kind, q.ID, flag)
+			}
+		}
 		if d.err != nil {
 			break
 		}
@@ -94,8 +128,9 @@ func (d *decoder) ownerQuotaList() []OwnerQuotaLimit {
 	return list
 }
 
-// jownerQuota is [kind, id, file limit, byte limit].
-type jownerQuota [4]uint64
+// jownerQuota is [kind, id, file limit, byte limit], and 1 after them
+// for a share.
+type jownerQuota []uint64
 
 // jsonOwnerQuotas puts the "owner_quotas" record, if the checkpoint has
 // the section.
@@ -106,7 +141,11 @@ func (d *decoder) jsonOwnerQuotas(put func(*jrec)) {
 	}
 	rec := &jrec{T: "owner_quotas"}
 	for _, q := range list {
-		rec.OwnerQuotas = append(rec.OwnerQuotas, jownerQuota{uint64(q.Kind), uint64(q.ID), q.MaxFiles, q.MaxBytes})
+		jq := jownerQuota{uint64(q.Kind), uint64(q.ID), q.MaxFiles, q.MaxBytes}
+		if q.Share {
+			jq = append(jq, 1)
+		}
+		rec.OwnerQuotas = append(rec.OwnerQuotas, jq)
 	}
 	put(rec)
 }
@@ -118,10 +157,10 @@ func jsonOwnerQuotasToCheckpoint(rec *jrec, enc *encoder) error {
 	}
 	list := make([]OwnerQuotaLimit, len(rec.OwnerQuotas))
 	for i, q := range rec.OwnerQuotas {
-		if q[0] > 255 || q[1] > 1<<32-1 {
+		if len(q) != 4 && (len(q) != 5 || q[4] != 1) || q[0] > 255 || q[1] > 1<<32-1 {
 			return fmt.Errorf("%w: owner quota %v", ErrBadJSONDump, q)
 		}
-		list[i] = OwnerQuotaLimit{Kind: QuotaKind(q[0]), ID: uint32(q[1]), MaxFiles: q[2], MaxBytes: q[3]}
+		list[i] = OwnerQuotaLimit{Kind: QuotaKind(q[0]), ID: uint32(q[1]), MaxFiles: q[2], MaxBytes: q[3], Share: len(q) == 5}
 	}
 	enc.ownerQuotas(list)
 	return nil

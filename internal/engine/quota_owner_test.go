@@ -211,7 +211,7 @@ func TestOwnerQuotaCheckpoint(t *testing.T) {
 	if !bytes.Equal(ckpt(e), before) {
 		t.Fatal("setting and removing an owner quota changed the checkpoint")
 	}
-	for _, l := range []OwnerQuotaLimit{{QuotaGroup, 1000, 0, 99}, {QuotaUser, 1000, 5, 0}, {QuotaUser, 7, 1, 1}} {
+	for _, l := range []OwnerQuotaLimit{{Kind: QuotaGroup, ID: 1000, MaxBytes: 99}, {Kind: QuotaUser, ID: 1000, MaxFiles: 5}, {Kind: QuotaUser, ID: 7, MaxFiles: 1, MaxBytes: 1}} {
 		if _, err := e.SetOwnerQuota(credRoot, l.Kind, l.ID, l.MaxFiles, l.MaxBytes); err != nil {
 			t.Fatal(err)
 		}
@@ -406,7 +406,7 @@ func ownerQuotaRandom(t *testing.T, seed int64, steps int) {
 // in an "owner_quotas" record, and converts back to the same checkpoint.
 func TestOwnerQuotaJSONDump(t *testing.T) {
 	e := jsonTestEngine(t)
-	for _, l := range []OwnerQuotaLimit{{QuotaUser, 0, 1000, 0}, {QuotaGroup, 7, 0, 5}} {
+	for _, l := range []OwnerQuotaLimit{{Kind: QuotaUser, MaxFiles: 1000}, {Kind: QuotaGroup, ID: 7, MaxBytes: 5}} {
 		if _, err := e.SetOwnerQuota(credRoot, l.Kind, l.ID, l.MaxFiles, l.MaxBytes); err != nil {
 			t.Fatal(err)
 		}
@@ -451,8 +451,9 @@ func ownerQuotasSeed(tb testing.TB) []byte {
 	if _, err := e.Mknod(credRoot, e.Root(), "f", S_IFREG|0o644, 0, 2); err != nil {
 		tb.Fatal(err)
 	}
-	for _, l := range []OwnerQuotaLimit{{QuotaUser, 0, 10, 0}, {QuotaUser, 1000, 0, 9}, {QuotaGroup, 0, 3, 4}} {
-		if _, err := e.SetOwnerQuota(credRoot, l.Kind, l.ID, l.MaxFiles, l.MaxBytes); err != nil {
+	// One of them a share of a namespace quota, for the shares section.
+	for _, l := range []OwnerQuotaLimit{{Kind: QuotaUser, MaxFiles: 10}, {Kind: QuotaUser, ID: 1000, MaxBytes: 9, Share: true}, {Kind: QuotaGroup, MaxFiles: 3, MaxBytes: 4}} {
+		if _, err := e.setOwnerQuota(credRoot, l); err != nil {
 			tb.Fatal(err)
 		}
 	}

@@ -55,6 +55,9 @@ const (
 	// RouteTwo: the call names two entries (RENAME, LINK), which must be
 	// in one partition.
 	RouteTwo
+	// RouteNamespace: the call is about the whole namespace, which the
+	// router answers from every partition (user and group quotas).
+	RouteNamespace
 	// RouteListing: the call names a directory whose answer may include
 	// mount points below it (READDIR, SUMMARY, STATFS).
 	RouteListing
@@ -70,48 +73,49 @@ type Info struct {
 }
 
 // Request message constructors, shared by the methods that take one type.
-func nullReq() proto.Message         { return &pb.NullRequest{} }
-func groupReq() proto.Message        { return &pb.GroupRequest{} }
-func transferReq() proto.Message     { return &pb.GroupTransferRequest{} }
-func entryReq() proto.Message        { return &pb.EntryRequest{} }
-func nodeReq() proto.Message         { return &pb.NodeRequest{} }
-func setattrReq() proto.Message      { return &pb.SetattrRequest{} }
-func createReq() proto.Message       { return &pb.CreateRequest{} }
-func renameReq() proto.Message       { return &pb.RenameRequest{} }
-func linkReq() proto.Message         { return &pb.LinkRequest{} }
-func readdirReq() proto.Message      { return &pb.ReaddirRequest{} }
-func xattrReq() proto.Message        { return &pb.XattrRequest{} }
-func allocReq() proto.Message        { return &pb.AllocSlicesRequest{} }
-func commitReq() proto.Message       { return &pb.CommitRequest{} }
-func concatReq() proto.Message       { return &pb.ConcatRequest{} }
-func chunksReq() proto.Message       { return &pb.ReadChunksRequest{} }
-func openReq() proto.Message         { return &pb.OpenRequest{} }
-func compactReq() proto.Message      { return &pb.CompactRequest{} }
-func slicesReq() proto.Message       { return &pb.ListSlicesRequest{} }
-func purgeReq() proto.Message        { return &pb.PurgeRequest{} }
-func lockReq() proto.Message         { return &pb.LockRequest{} }
-func tablesReq() proto.Message       { return &pb.TablesRequest{} }
-func tablesUpd() proto.Message       { return &pb.TablesUpdate{} }
-func dumpReq() proto.Message         { return &pb.DumpRequest{} }
-func statusReq() proto.Message       { return &pb.StatusRequest{} }
-func announceReq() proto.Message     { return &pb.AnnounceRequest{} }
-func authAdd() proto.Message         { return &pb.AuthAddRequest{} }
-func authName() proto.Message        { return &pb.AuthNameRequest{} }
-func authRotate() proto.Message      { return &pb.AuthRotateRequest{} }
-func quotaSetReq() proto.Message     { return &pb.QuotaSetRequest{} }
-func ownerQuotaSet() proto.Message   { return &pb.OwnerQuotaSetRequest{} }
-func ownerQuotaReq() proto.Message   { return &pb.OwnerQuotaRequest{} }
-func groupAddReq() proto.Message     { return &pb.GroupAddRequest{} }
-func groupRemoveReq() proto.Message  { return &pb.GroupRemoveRequest{} }
-func emptyReq() proto.Message        { return &pb.Empty{} }
-func authSync() proto.Message        { return &pb.AuthSyncRequest{} }
-func trashRestore() proto.Message    { return &pb.TrashRestoreRequest{} }
-func snapshotReq() proto.Message     { return &pb.SnapshotRequest{} }
-func snapshotDiffReq() proto.Message { return &pb.SnapshotDiffRequest{} }
-func cloneReq() proto.Message        { return &pb.CloneRequest{} }
-func trashPurge() proto.Message      { return &pb.TrashPurgeRequest{} }
-func xprepareReq() proto.Message     { return &pb.XPrepareRequest{} }
-func xintentReq() proto.Message      { return &pb.XIntentRequest{} }
+func nullReq() proto.Message          { return &pb.NullRequest{} }
+func groupReq() proto.Message         { return &pb.GroupRequest{} }
+func transferReq() proto.Message      { return &pb.GroupTransferRequest{} }
+func entryReq() proto.Message         { return &pb.EntryRequest{} }
+func nodeReq() proto.Message          { return &pb.NodeRequest{} }
+func setattrReq() proto.Message       { return &pb.SetattrRequest{} }
+func createReq() proto.Message        { return &pb.CreateRequest{} }
+func renameReq() proto.Message        { return &pb.RenameRequest{} }
+func linkReq() proto.Message          { return &pb.LinkRequest{} }
+func readdirReq() proto.Message       { return &pb.ReaddirRequest{} }
+func xattrReq() proto.Message         { return &pb.XattrRequest{} }
+func allocReq() proto.Message         { return &pb.AllocSlicesRequest{} }
+func commitReq() proto.Message        { return &pb.CommitRequest{} }
+func concatReq() proto.Message        { return &pb.ConcatRequest{} }
+func chunksReq() proto.Message        { return &pb.ReadChunksRequest{} }
+func openReq() proto.Message          { return &pb.OpenRequest{} }
+func compactReq() proto.Message       { return &pb.CompactRequest{} }
+func slicesReq() proto.Message        { return &pb.ListSlicesRequest{} }
+func purgeReq() proto.Message         { return &pb.PurgeRequest{} }
+func lockReq() proto.Message          { return &pb.LockRequest{} }
+func tablesReq() proto.Message        { return &pb.TablesRequest{} }
+func tablesUpd() proto.Message        { return &pb.TablesUpdate{} }
+func dumpReq() proto.Message          { return &pb.DumpRequest{} }
+func statusReq() proto.Message        { return &pb.StatusRequest{} }
+func announceReq() proto.Message      { return &pb.AnnounceRequest{} }
+func authAdd() proto.Message          { return &pb.AuthAddRequest{} }
+func authName() proto.Message         { return &pb.AuthNameRequest{} }
+func authRotate() proto.Message       { return &pb.AuthRotateRequest{} }
+func quotaSetReq() proto.Message      { return &pb.QuotaSetRequest{} }
+func ownerQuotaSet() proto.Message    { return &pb.OwnerQuotaSetRequest{} }
+func ownerQuotaReq() proto.Message    { return &pb.OwnerQuotaRequest{} }
+func ownerQuotaAdjust() proto.Message { return &pb.OwnerQuotaAdjustRequest{} }
+func groupAddReq() proto.Message      { return &pb.GroupAddRequest{} }
+func groupRemoveReq() proto.Message   { return &pb.GroupRemoveRequest{} }
+func emptyReq() proto.Message         { return &pb.Empty{} }
+func authSync() proto.Message         { return &pb.AuthSyncRequest{} }
+func trashRestore() proto.Message     { return &pb.TrashRestoreRequest{} }
+func snapshotReq() proto.Message      { return &pb.SnapshotRequest{} }
+func snapshotDiffReq() proto.Message  { return &pb.SnapshotDiffRequest{} }
+func cloneReq() proto.Message         { return &pb.CloneRequest{} }
+func trashPurge() proto.Message       { return &pb.TrashPurgeRequest{} }
+func xprepareReq() proto.Message      { return &pb.XPrepareRequest{} }
+func xintentReq() proto.Message       { return &pb.XIntentRequest{} }
 
 // methods is the method table, indexed by method number. A method missing
 // here is unknown to every role.
@@ -182,11 +186,12 @@ var methods = [...]Info{
 	pb.Method_QUOTA_REMOVE:       {ClassMutation, RouteOne, nodeReq},
 	pb.Method_QUOTA_CHECK:        {ClassRead, RouteOne, nodeReq},
 	pb.Method_QUOTA_REPAIR:       {ClassMutation, RouteOne, nodeReq},
-	pb.Method_OWNER_QUOTA_SET:    {ClassMutation, RouteOne, ownerQuotaSet},
-	pb.Method_OWNER_QUOTA_LIST:   {ClassRead, RouteOne, ownerQuotaReq},
-	pb.Method_OWNER_QUOTA_REMOVE: {ClassMutation, RouteOne, ownerQuotaReq},
-	pb.Method_OWNER_QUOTA_CHECK:  {ClassRead, RouteOne, ownerQuotaReq},
-	pb.Method_OWNER_QUOTA_REPAIR: {ClassMutation, RouteOne, ownerQuotaReq},
+	pb.Method_OWNER_QUOTA_ADJUST: {ClassMutation, RouteOne, ownerQuotaAdjust},
+	pb.Method_OWNER_QUOTA_SET:    {ClassMutation, RouteNamespace, ownerQuotaSet},
+	pb.Method_OWNER_QUOTA_LIST:   {ClassRead, RouteNamespace, ownerQuotaReq},
+	pb.Method_OWNER_QUOTA_REMOVE: {ClassMutation, RouteNamespace, ownerQuotaReq},
+	pb.Method_OWNER_QUOTA_CHECK:  {ClassRead, RouteNamespace, ownerQuotaReq},
+	pb.Method_OWNER_QUOTA_REPAIR: {ClassMutation, RouteNamespace, ownerQuotaReq},
 	pb.Method_GROUP_ADD:          {ClassLocal, RouteLocal, groupAddReq},
 	pb.Method_GROUP_REMOVE:       {ClassLocal, RouteLocal, groupRemoveReq},
 	pb.Method_TRASH_LIST:         {ClassRead, RouteOne, nodeReq},
@@ -223,13 +228,14 @@ func ClassOf(m pb.Method) Class { return Lookup(m).Class }
 // IsMutation reports whether m changes the namespace (ClassMutation).
 func IsMutation(m pb.Method) bool { return ClassOf(m) == ClassMutation }
 
-// RouterOnly reports whether m is a step of the protocol routers run
-// between partitions (the XRENAME_* steps of a rename across
-// partitions): a router refuses it from a client, and a partition takes it
-// only from a router or an admin credential. Its requests carry node
-// images, which a client must not be able to write.
+// RouterOnly reports whether m is a step of the protocols routers run
+// between partitions (the XRENAME_* steps of a rename across partitions,
+// and OWNER_QUOTA_ADJUST, which moves a namespace quota's limits between
+// partitions): a router refuses it from a client, and a partition takes
+// it only from a router or an admin credential. Its requests carry node
+// images or limits, which a client must not be able to write.
 func RouterOnly(m pb.Method) bool {
-	return m >= pb.Method_XRENAME_PREPARE_SRC && m <= pb.Method_XRENAME_LIST
+	return m >= pb.Method_XRENAME_PREPARE_SRC && m <= pb.Method_XRENAME_LIST || m == pb.Method_OWNER_QUOTA_ADJUST
 }
 
 // NewRequest returns a new, empty message of m's request type, or nil

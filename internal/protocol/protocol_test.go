@@ -74,7 +74,7 @@ func TestMutationsAreWhatTheProtoSays(t *testing.T) {
 		pb.Method_AUTH_ADD: true, pb.Method_AUTH_REMOVE: true, pb.Method_AUTH_ROTATE: true,
 		pb.Method_CONCAT: true, pb.Method_QUOTA_SET: true, pb.Method_QUOTA_REMOVE: true, pb.Method_QUOTA_REPAIR: true,
 		pb.Method_AUTH_SYNC:       true,
-		pb.Method_OWNER_QUOTA_SET: true, pb.Method_OWNER_QUOTA_REMOVE: true, pb.Method_OWNER_QUOTA_REPAIR: true,
+		pb.Method_OWNER_QUOTA_SET: true, pb.Method_OWNER_QUOTA_REMOVE: true, pb.Method_OWNER_QUOTA_REPAIR: true, pb.Method_OWNER_QUOTA_ADJUST: true,
 		pb.Method_TRASH_RESTORE: true, pb.Method_TRASH_PURGE: true,
 		pb.Method_XRENAME_PREPARE_SRC: true, pb.Method_XRENAME_PREPARE_DST: true,
 		pb.Method_XRENAME_COMMIT_SRC: true, pb.Method_XRENAME_COMMIT_DST: true,

@@ -55,35 +55,43 @@ func (r *Router) serve(c *rpc.Call) {
 		r.reply(&rc, uint32(syscall.EPERM), nil)
 		return
 	}
-	v := r.view.Load()
-	switch info.Route {
+	r.route(&rc, r.view.Load(), m)
+}
+
+// route serves call rc of method m by the tables of v: it answers it,
+// hands it to a partition connection or to a goroutine of its own.
+func (r *Router) route(rc *reqCall, v *view, m pb.Method) {
+	c := rc.c
+	switch protocol.Lookup(m).Route {
 	case protocol.RouteLocal:
 		if m != pb.Method_NULL { // GROUP_*: a router is no replica
-			r.reply(&rc, uint32(syscall.ENOSYS), nil)
+			r.reply(rc, uint32(syscall.ENOSYS), nil)
 			return
 		}
 		if m == pb.Method_SESSION_END { // the router's own call to partitions
-			r.reply(&rc, uint32(syscall.EPERM), nil)
+			r.reply(rc, uint32(syscall.EPERM), nil)
 			return
 		}
-		r.reply(&rc, 0, c.Payload) // NULL: NullReply has NullRequest's field 1
+		r.reply(rc, 0, c.Payload) // NULL: NullReply has NullRequest's field 1
 	case protocol.RouteRoot:
 		if r.rootPart == nil {
-			r.reply(&rc, uint32(syscall.ENOSYS), nil)
+			r.reply(rc, uint32(syscall.ENOSYS), nil)
 			return
 		}
-		r.forward(&rc, r.rootPart, c.Payload, 0)
+		r.forward(rc, r.rootPart, c.Payload, 0)
 	case protocol.RouteTwo:
-		r.serveTwo(&rc, v, m)
+		r.serveTwo(rc, v, m)
 	case protocol.RouteListing:
-		r.serveListing(&rc, v, m)
+		r.serveListing(rc, v, m)
+	case protocol.RouteNamespace:
+		r.serveOwnerQuota(rc, v, m)
 	case protocol.RouteOne:
-		if m == pb.Method_LOOKUP && r.serveMountPointLookup(&rc, v) {
+		if m == pb.Method_LOOKUP && r.serveMountPointLookup(rc, v) {
 			return
 		}
-		r.serveOne(&rc, v, m)
+		r.serveOne(rc, v, m)
 	default:
-		r.reply(&rc, rpc.StatusUnknownMethod, nil)
+		r.reply(rc, rpc.StatusUnknownMethod, nil)
 	}
 }
 
@@ -92,6 +100,10 @@ type reqCall struct {
 	c     *rpc.Call
 	cls   rpc.Class
 	start int64 // monotime of its arrival; 0 without metrics
+	moves int   // times a user or group quota's limits were moved for it (ownerquota_move.go)
+	// offReader: served again by a goroutine other than its connection's
+	// reader, which may not use the reader's batch.
+	offReader bool
 }
 
 // reply answers the call and ends its time in the router.
@@ -416,7 +428,11 @@ func (r *Router) forward(rc *reqCall, pt *partition, payload []byte, _ int64) {
 	// The call leaves with the others the client connection's reader has
 	// read, in one write, when it has served them all.
 	p.sess = r.note(c, pt.vpart)
-	cl.ForwardToken(c.Batch(), c.Client, c.ID, tokenOf(c), c.Method, &c.Cred, payload, p.done)
+	batch := c.Batch()
+	if rc.offReader {
+		batch = nil
+	}
+	cl.ForwardToken(batch, c.Client, c.ID, tokenOf(c), c.Method, &c.Cred, payload, p.done)
 	// p may be finished and reused by now.
 	if m := r.metrics; m != nil {
 		m.poolWait.Observe(seconds(monotime() - t0))
@@ -446,6 +462,21 @@ func (p *pending) finish(status uint32, reply []byte, err error, b *rpc.Batch) {
 		if !errors.Is(err, rpc.ErrClosed) {
 			status = pt.lost(p.at)
 			r.log.Debug("forwarding failed", "vpart", pt.vpart, "err", err)
+		}
+	} else if status == uint32(syscall.EDQUOT) && p.rc.moves < rebalanceRounds {
+		if ref := ownerRefusal(reply); ref != nil {
+			// A user's or group's share of the namespace's limit ran out
+			// in this partition: move unused limits here, and serve the
+			// call again (the failed call changed nothing and is not in
+			// the partition's retry cache).
+			if p.sess != nil {
+				p.sess.inflight.Add(-1)
+			}
+			rc, vp := p.rc, pt.vpart
+			*p = pending{done: p.done}
+			pendingPool.Put(p)
+			r.moveAndRetry(rc, vp, ref)
+			return
 		}
 	} else if status == rpc.StatusNotLeader {
 		// A replica that is not the leader: move the partition to the

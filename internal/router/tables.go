@@ -142,10 +142,20 @@ func (r *Router) compileView(rep *pb.TablesReply) (*view, error) {
 // whether it did. It runs on the watcher goroutine (and in Start, before
 // the watcher exists).
 func (r *Router) install(v *view) bool {
-	if old := r.view.Load(); old != nil && v.version <= old.version {
+	old := r.view.Load()
+	if old != nil && v.version <= old.version {
 		return false
 	}
 	r.view.Store(v)
+	if old != nil {
+		if newly := newlyMounted(old, v); len(newly) > 0 {
+			r.slow.Add(1)
+			go func() {
+				defer r.slow.Done()
+				r.spreadOwnerQuotas(v, newly)
+			}()
+		}
+	}
 	if m := r.metrics; m != nil {
 		m.tableVersion.Set(float64(v.version))
 	}

@@ -30,6 +30,7 @@ type xfixture struct {
 	cfgs    []metaserver.Config
 	direct  []*client.Client
 	addrs   []string // the partitions'
+	src     *memTables
 	r       *Router
 	c       *client.Client
 }
@@ -51,7 +52,7 @@ func newXFixture(t *testing.T, cfg Config) *xfixture {
 		{Prefix: "/p1", Vpart: 1, Target: "/"},
 		{Prefix: "/p2", Vpart: 2, Target: "/"},
 	}, map[uint32][]string{0: {addrs[0]}, 1: {addrs[1]}, 2: {addrs[2]}})
-	f.addrs = addrs
+	f.addrs, f.src = addrs, src
 	cfg.Root = []string{addrs[0]}
 	cfg.Registry = prometheus.NewRegistry()
 	f.r = startRouter(t, src, cfg)

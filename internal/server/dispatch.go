@@ -67,7 +67,8 @@ func statusOf(err error) uint32 {
 func apply(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Message, now int64) (uint32, proto.Message) {
 	reply, err := dispatch(e, c, m, req, now)
 	if err != nil {
-		return statusOf(err), errorDetail(err)
+		status := statusOf(err)
+		return status, withRefusal(e, status, errorDetail(err))
 	}
 	if classOf(m) == classMutation {
 		// The trash's collector runs with the logged operations, by their
@@ -203,7 +204,7 @@ func dispatch(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Message, n
 		return dispatchTables(e, c, m, req)
 	case pb.Method_QUOTA_SET, pb.Method_QUOTA_GET, pb.Method_QUOTA_LIST, pb.Method_QUOTA_REMOVE, pb.Method_QUOTA_CHECK, pb.Method_QUOTA_REPAIR:
 		return dispatchQuota(e, c, m, req)
-	case pb.Method_OWNER_QUOTA_SET, pb.Method_OWNER_QUOTA_LIST, pb.Method_OWNER_QUOTA_REMOVE, pb.Method_OWNER_QUOTA_CHECK, pb.Method_OWNER_QUOTA_REPAIR:
+	case pb.Method_OWNER_QUOTA_ADJUST, pb.Method_OWNER_QUOTA_SET, pb.Method_OWNER_QUOTA_LIST, pb.Method_OWNER_QUOTA_REMOVE, pb.Method_OWNER_QUOTA_CHECK, pb.Method_OWNER_QUOTA_REPAIR:
 		return dispatchOwnerQuota(e, c, m, req)
 	case pb.Method_TRASH_LIST, pb.Method_TRASH_RESTORE, pb.Method_TRASH_PURGE:
 		return dispatchTrash(e, c, m, req, now)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"syscall"
 
 	"google.golang.org/protobuf/proto"
@@ -107,6 +108,21 @@ func quotaPB(e *engine.Engine, q engine.Quota) *pb.Quota {
 // picks the partition, but must exist. Like every dispatch it runs on the
 // apply loop only.
 func dispatchOwnerQuota(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Message) (proto.Message, error) {
+	if m == pb.Method_OWNER_QUOTA_ADJUST {
+		r := req.(*pb.OwnerQuotaAdjustRequest)
+		if _, err := node(e, c, r.Ino, r.Path, true); err != nil {
+			return nil, err
+		}
+		kind, err := quotaKind(r.Kind)
+		if err != nil {
+			return nil, err
+		}
+		q, err := e.AdjustOwnerQuota(kind, r.Id, r.Files, r.Bytes)
+		if err != nil {
+			return nil, err
+		}
+		return &pb.OwnerQuotaReply{Quota: ownerQuotaPB(q)}, nil
+	}
 	if m == pb.Method_OWNER_QUOTA_SET {
 		r := req.(*pb.OwnerQuotaSetRequest)
 		if _, err := node(e, c, r.Ino, r.Path, true); err != nil {
@@ -116,7 +132,16 @@ func dispatchOwnerQuota(e *engine.Engine, c engine.Cred, m pb.Method, req proto.
 		if err != nil {
 			return nil, err
 		}
-		q, err := e.SetOwnerQuota(c, kind, r.Id, r.MaxFiles, r.MaxBytes)
+		set := e.SetOwnerQuota
+		if r.Share {
+			set = e.SetOwnerQuotaShare
+		}
+		if r.NewShare {
+			set = func(c engine.Cred, kind engine.QuotaKind, id uint32, _, _ uint64) (engine.OwnerQuota, error) {
+				return e.NewOwnerQuotaShare(c, kind, id)
+			}
+		}
+		q, err := set(c, kind, r.Id, r.MaxFiles, r.MaxBytes)
 		if err != nil {
 			return nil, err
 		}
@@ -177,6 +202,27 @@ func dispatchOwnerQuota(e *engine.Engine, c engine.Cred, m pb.Method, req proto.
 	return nil, syscall.ENOSYS
 }
 
+// withRefusal adds to the reply of a call that failed with status the
+// user or group quota that refused it, if one did (a router moves unused
+// limits to this partition and retries). detail is the reply so far: an
+// ErrorDetail or nil.
+func withRefusal(e *engine.Engine, status uint32, detail proto.Message) proto.Message {
+	if status != uint32(syscall.EDQUOT) {
+		return detail
+	}
+	r := e.TakeOwnerRefusal()
+	if r.Kind == 0 {
+		return detail
+	}
+	d, _ := detail.(*pb.ErrorDetail)
+	if d == nil {
+		d = &pb.ErrorDetail{Message: fmt.Sprintf("quota of %v %d: %v", r.Kind, r.ID, syscall.EDQUOT)}
+	}
+	d.QuotaKind, d.QuotaId = uint32(r.Kind), r.ID
+	d.QuotaFiles, d.QuotaBytes = uint64(r.Files), uint64(r.Bytes)
+	return d
+}
+
 // quotaKind checks a wire quota kind (EINVAL for one that is not a uid's
 // or a gid's).
 func quotaKind(k uint32) (engine.QuotaKind, error) {
@@ -188,5 +234,5 @@ func quotaKind(k uint32) (engine.QuotaKind, error) {
 }
 
 func ownerQuotaPB(q engine.OwnerQuota) *pb.OwnerQuota {
-	return &pb.OwnerQuota{Kind: uint32(q.Kind), Id: q.ID, MaxFiles: q.MaxFiles, MaxBytes: q.MaxBytes, Files: q.Files, Bytes: q.Bytes}
+	return &pb.OwnerQuota{Kind: uint32(q.Kind), Id: q.ID, MaxFiles: q.MaxFiles, MaxBytes: q.MaxBytes, Files: q.Files, Bytes: q.Bytes, Share: q.Share}
 }

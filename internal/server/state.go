@@ -178,6 +178,7 @@ func (sm *stateMachine) Apply(rec *pb.LogRecord, req proto.Message) (status uint
 				return 0, nil, fmt.Errorf("%s names no client", m)
 			}
 			status, reply = sm.applySession(key.client, cred, m, req, now)
+			reply = withRefusal(sm.eng, status, reply)
 		} else if isAuthMethod(m) {
 			status, reply = sm.applyAuth(cred, m, req, now)
 		} else {
