@@ -335,7 +335,7 @@ func (c *cluster) caughtUp(d time.Duration) {
 	c.t.Helper()
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
-		if l := c.leader(); l >= 0 {
+		if l := c.leader(); l >= 0 && c.agree(l) {
 			if g, err := c.group(l, false); err == nil && len(g.Members) == len(c.addrs) {
 				ok := true
 				for _, m := range g.Members {
@@ -349,4 +349,23 @@ func (c *cluster) caughtUp(d time.Duration) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	c.t.Fatal("replicas do not catch up")
+}
+
+// agree reports whether every running replica names replica l its
+// leader, in the same term: a replica just continued after SIGSTOP, or
+// restarted, has heard from the leader. (The leader's own figures for a
+// replica it has not heard from lately can still look current.)
+func (c *cluster) agree(l int) bool {
+	var term uint64
+	for i := range c.addrs {
+		if c.procs[i] == nil {
+			continue
+		}
+		g, err := c.group(i, false)
+		if err != nil || int(g.Leader)-1 != l || term != 0 && g.Term != term {
+			return false
+		}
+		term = g.Term
+	}
+	return true
 }

@@ -78,14 +78,10 @@ func (r *Router) syncOnce(ctx context.Context, pushed map[uint16]pushState) erro
 	if r.rootPart == nil {
 		return nil
 	}
-	cl := r.rootPart.client()
-	if cl == nil {
-		return fmt.Errorf("root partition not connected yet")
-	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, _ := proto.Marshal(&pb.AuthNameRequest{Ino: protocol.RootIno(0)})
-	status, out, err := cl.Call(cctx, uint16(pb.Method_AUTH_TABLE), rpc.Cred{}, req)
+	status, out, err := r.callGroup(cctx, r.rootPart, pb.Method_AUTH_TABLE, rpc.Cred{}, req)
 	if err != nil {
 		return fmt.Errorf("read the credentials: %w", err)
 	}

@@ -461,7 +461,7 @@ func (p *pending) finish(status uint32, reply []byte, err error, b *rpc.Batch) {
 		status, reply = rpc.StatusBusy, nil
 		if !errors.Is(err, rpc.ErrClosed) {
 			status = pt.lost(p.at)
-			r.log.Debug("forwarding failed", "vpart", pt.vpart, "err", err)
+			r.log.Debug("forwarding failed", "vpart", pt.vpart, "server", pt.serverAt(p.at).addr, "err", err)
 		}
 	} else if status == uint32(syscall.EDQUOT) && p.rc.moves < rebalanceRounds {
 		if ref := ownerRefusal(reply); ref != nil {

@@ -33,7 +33,10 @@ import (
 // its probe and keeps its calls. A stopped old leader never answers a
 // client once a new leader exists (its reads need a quorum's confirmation
 // and its writes a quorum's acknowledgment), so moving on is always safe;
-// it only decides how soon clients see the new leader.
+// it only decides how soon clients see the new leader. A server found
+// silent is not followed to for a while (silentHold), and is probed at
+// every look until all its connections answer again, which ends that at
+// once: the next leader may well be a replica found silent a moment ago.
 
 // liveness holds the watchdog's settings.
 type liveness struct {
@@ -63,7 +66,8 @@ type health struct {
 	// silent: until then a NOT_LEADER naming it is not followed (follow),
 	// since the group's other replicas go on naming a stopped leader until
 	// they elect another, and the partition would go back to it and wait
-	// out its silence again.
+	// out its silence again. The watchdog probes such a server at every
+	// look, and clears it (0) once every connection answers.
 	silentUntil atomic.Int64
 }
 
@@ -133,6 +137,15 @@ func (p *pool) watchdog() {
 // outstanding and none of them finished.
 func (s *server) look() {
 	h := &s.health
+	if s.silent() {
+		// Found silent lately: probe it at every look, so that a server
+		// that answers again (continued, or elected leader while it was
+		// still held silent) is followed to at once.
+		if !h.probing.Load() {
+			s.startProbe(0)
+		}
+		return
+	}
 	finished := h.finished.Load() // before sent: sent >= finished
 	sent := h.sent.Load()
 	if sent == finished || finished != h.seen {
@@ -144,6 +157,13 @@ func (s *server) look() {
 		return
 	}
 	h.looks = 0
+	s.startProbe(sent - finished)
+}
+
+// startProbe starts a probe of the server's connections, outstanding the
+// forwarded calls found waiting on it.
+func (s *server) startProbe(outstanding uint64) {
+	h := &s.health
 	cs := s.clients.Load()
 	if cs == nil {
 		return
@@ -156,7 +176,7 @@ func (s *server) look() {
 	s.p.wg.Add(1)
 	s.p.mu.Unlock()
 	h.probing.Store(true)
-	go s.probe(*cs, sent-finished)
+	go s.probe(*cs, outstanding)
 }
 
 // probe sends a NULL call on each of the server's connections, in
@@ -190,9 +210,15 @@ func (s *server) probe(cs []*rpc.Client, outstanding uint64) {
 			n++
 		}
 	}
-	if n > 0 {
-		s.silentUntil.Store(monotime() + int64(silentHold))
+	switch {
+	case n > 0 && !s.silent():
 		s.p.log.Warn("metadata server silent: its calls fail over to its group's next replica",
 			"addr", s.addr, "connections", n, "calls_outstanding", outstanding, "probe_timeout", timeout)
+		fallthrough
+	case n > 0:
+		s.silentUntil.Store(monotime() + int64(silentHold))
+	case s.silentUntil.Load() != 0:
+		s.silentUntil.Store(0)
+		s.p.log.Info("metadata server answers again", "addr", s.addr)
 	}
 }

@@ -158,3 +158,43 @@ func TestFollowSkipsSilentServer(t *testing.T) {
 		t.Fatalf("hint after the hold: partition at %d, want 0", got)
 	}
 }
+
+// TestSilentServerFollowedOnceItAnswers: a replica found silent is probed
+// at every look of the watchdog, and once it answers it is no longer held
+// silent, so that a NOT_LEADER naming it (it may be the next leader) is
+// followed at once, not after the hold.
+func TestSilentServerFollowedOnceItAnswers(t *testing.T) {
+	_, root := startPartition(t, 0)
+	_, one := startPartition(t, 1)
+	name := one
+	other, _ := startNotLeader(t, &name)
+	src := newMemTables([]*pb.MountEntry{
+		{Prefix: "/", Vpart: 0, Target: "/"},
+		{Prefix: "/g", Vpart: 1, Target: "/"},
+	}, map[uint32][]string{0: {root}, 1: {one, other}})
+	r := startRouter(t, src, Config{Root: []string{root}})
+	deadline := time.Now().Add(bound)
+	var s *server
+	for s == nil || s.clients.Load() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the replica is not dialed")
+		}
+		time.Sleep(5 * time.Millisecond)
+		r.pool.mu.Lock()
+		s = r.pool.servers[one]
+		r.pool.mu.Unlock()
+	}
+	s.silentUntil.Store(monotime() + int64(time.Minute))
+	for s.silent() {
+		if time.Now().After(deadline) {
+			t.Fatal("a replica that answers is still held silent")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	pt := r.view.Load().parts[1]
+	pt.cur.Store(1)
+	pt.follow(1, one)
+	if got := pt.cur.Load(); got != 0 {
+		t.Fatalf("hint naming the replica that answers again: partition at %d, want 0", got)
+	}
+}

@@ -149,16 +149,45 @@ func (r *Router) goSpan(rc *reqCall, fn func(ctx context.Context) (status uint32
 }
 
 // call makes one call to virtual partition vp of v and waits for the
-// reply. A transport failure is an error.
+// reply. A transport failure is an error. A replica that is not its
+// group's leader moves the partition to the leader it names (follow), and
+// the call goes there, with short pauses while the group elects one, for
+// as long as ctx allows.
 func (r *Router) call(ctx context.Context, v *view, vp uint16, m pb.Method, cred rpc.Cred, req []byte) (uint32, []byte, error) {
 	pt := v.parts[vp]
 	if pt == nil {
 		return 0, nil, fmt.Errorf("%s: %w", noRouteDetail(v, vp), noRoute(v, vp))
 	}
-	cl := pt.client()
-	if cl == nil {
-		return 0, nil, fmt.Errorf("vpart %d: not connected yet", vp)
+	return r.callGroup(ctx, pt, m, cred, req)
+}
+
+// callGroup is call, to partition pt.
+func (r *Router) callGroup(ctx context.Context, pt *partition, m pb.Method, cred rpc.Cred, req []byte) (uint32, []byte, error) {
+	vp := pt.vpart
+	pause := 2 * time.Millisecond
+	for {
+		cl, at := pt.clientAt()
+		if cl == nil {
+			return 0, nil, fmt.Errorf("vpart %d: not connected yet", vp)
+		}
+		status, out, err := r.callOn(ctx, pt, cl, at, m, cred, req)
+		if err != nil || status != rpc.StatusNotLeader || len(pt.servers) == 1 {
+			return status, out, err
+		}
+		pt.follow(at, string(out))
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return 0, nil, fmt.Errorf("vpart %d: no leader: %w", vp, ctx.Err())
+		}
+		pause = min(2*pause, 50*time.Millisecond)
 	}
+}
+
+// callOn makes the call on cl, a connection to the server at index at of
+// pt.
+func (r *Router) callOn(ctx context.Context, pt *partition, cl *rpc.Client, at uint32, m pb.Method, cred rpc.Cred, req []byte) (uint32, []byte, error) {
+	vp := pt.vpart
 	if pt.calls != nil {
 		pt.calls.Inc()
 	}
@@ -183,7 +212,7 @@ func (r *Router) call(ctx context.Context, v *view, vp uint16, m pb.Method, cred
 		if pt.errors != nil {
 			pt.errors.Inc()
 		}
-		pt.failed()
+		pt.failed(at)
 		return 0, nil, fmt.Errorf("vpart %d: %w", vp, err)
 	}
 	return status, out, nil

@@ -41,6 +41,11 @@ func newPool(cfg rpc.ClientConfig, conns int, log *slog.Logger, m *metrics) *poo
 
 // newPoolLiveness is newPool with the given liveness settings.
 func newPoolLiveness(cfg rpc.ClientConfig, conns int, log *slog.Logger, m *metrics, live liveness) *pool {
+	// A server's connections stay on that server: the partition decides
+	// which replica of a group its calls go to (follow), and a connection
+	// that moved itself to the leader a NOT_LEADER named (a stopped one,
+	// say) would take the calls meant for its server with it.
+	cfg.Pinned = true
 	p := &pool{cfg: cfg, conns: conns, log: log, metrics: m, live: live,
 		servers: make(map[string]*server), stop: make(chan struct{})}
 	p.wg.Add(1)
@@ -244,10 +249,11 @@ func (pt *partition) follow(at uint32, leader string) {
 }
 
 // failed moves the partition on to the next server of its group after a
-// call could not reach the one in use.
-func (pt *partition) failed() {
+// call could not reach the one at index at, if that is still the one in
+// use (so that calls failing together move it once).
+func (pt *partition) failed(at uint32) {
 	if len(pt.servers) > 1 {
-		pt.cur.Add(1)
+		pt.cur.CompareAndSwap(at, at+1)
 	}
 }
 

@@ -231,7 +231,7 @@ func (r *Router) callPart(ctx context.Context, vp uint16, o *origin, m pb.Method
 			case err != nil:
 				last = err
 				if !errors.Is(err, rpc.ErrClosed) {
-					pt.failed()
+					pt.failed(at)
 				}
 			case status == rpc.StatusNotLeader:
 				pt.follow(at, string(reply))

@@ -86,6 +86,14 @@ type ClientConfig struct {
 	// metrics.
 	Metrics prometheus.Registerer
 
+	// Pinned keeps the client on the one server it was dialed to: a
+	// NOT_LEADER reply is the call's result (status StatusNotLeader, the
+	// reply the leader's address), for a caller that routes among a
+	// group's replicas itself, as a router's pool does, to act on. Without
+	// it the client moves to the leader the reply names and sends the
+	// call again.
+	Pinned bool
+
 	// OnBroken, if set, is called when a connection of the client
 	// breaks other than by Close (the server went, or the network), even
 	// while it is idle: the client redials with its next call, which the
@@ -509,6 +517,9 @@ func (c *Client) Call(ctx context.Context, method uint16, cred Cred, req []byte)
 			err, retry = &StatusError{Status: st}, Retriable(st)
 			if m := c.metrics; m != nil && st == StatusBusy {
 				m.busy.Inc()
+			}
+			if st == StatusNotLeader && c.cfg.Pinned {
+				return st, reply, nil
 			}
 			if failover = Failover(st); failover && st == StatusNotLeader {
 				c.follow(cn, string(reply))

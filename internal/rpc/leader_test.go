@@ -127,3 +127,28 @@ func TestNotLeaderAddressesAreBounded(t *testing.T) {
 func deadAddrFor(i int) string {
 	return "127.0.0." + strconv.Itoa(2+i%200) + ":1"
 }
+
+// A pinned client stays on its server: a NOT_LEADER reply is the call's
+// result, with the leader's address, and the leader sees no call.
+func TestPinnedClientReturnsNotLeader(t *testing.T) {
+	checkGoroutines(t)
+	var leaderCalls atomic.Int64
+	leader := startServer(t, HandlerFunc(func(c *Call) {
+		leaderCalls.Add(1)
+		c.Reply(0, nil)
+	}), ServerConfig{})
+	follower := startServer(t, HandlerFunc(func(c *Call) {
+		c.Reply(StatusNotLeader, []byte(leader.addr))
+	}), ServerConfig{})
+	c := dial(t, follower.addr, ClientConfig{Pinned: true, Logger: quietLogger()})
+	ctx := testCtx(t)
+	for range 3 {
+		st, reply, err := c.Call(ctx, 1, Cred{}, nil)
+		if err != nil || st != StatusNotLeader || string(reply) != leader.addr {
+			t.Fatalf("call: status %#x, reply %q, err %v; want NOT_LEADER naming %s", st, reply, err, leader.addr)
+		}
+	}
+	if n := leaderCalls.Load(); n != 0 {
+		t.Fatalf("the leader got %d calls from a pinned client", n)
+	}
+}
