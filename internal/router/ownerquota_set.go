@@ -172,8 +172,8 @@ func (r *Router) applyShares(ctx context.Context, v *view, cred rpc.Cred, kind, 
 			if pass == 1 {
 				f, b = files[i], bytes[i]
 			}
-			if s.q.Share && f == s.q.MaxFiles && b == s.q.MaxBytes {
-				continue
+			if pass == 0 && s.q.Share && f == s.q.MaxFiles && b == s.q.MaxBytes {
+				continue // the second pass sets every share: each partition checks the caller
 			}
 			q, err := r.setShare(ctx, v, cred, s.vp, kind, id, f, b)
 			if err != nil {

@@ -70,7 +70,7 @@ func TestOwnerQuotaAcrossPartitions(t *testing.T) {
 	f := newXFixture(t, Config{})
 	ctx := testCtx(t)
 	dirs := openDirs(t, f.c)
-	const limit = 60
+	const limit = 1000
 	q, err := f.c.SetOwnerQuota(ctx, "/", client.QuotaUser, 1000, limit, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -82,8 +82,16 @@ func TestOwnerQuotaAcrossPartitions(t *testing.T) {
 		t.Fatalf("shares add up to %d files, want %d", max, limit)
 	}
 	u := dialAs(t, f.r.Addr(), "", client.Cred{UID: 1000, GID: 1000})
-	if _, err := u.SetOwnerQuota(ctx, "/", client.QuotaUser, 1000, 1000, 0); !errors.Is(err, syscall.EPERM) {
-		t.Fatalf("set by the user: %v", err)
+	for _, files := range []uint64{limit, 2 * limit} { // the same limits too: every partition checks
+		if _, err := u.SetOwnerQuota(ctx, "/", client.QuotaUser, 1000, files, 0); !errors.Is(err, syscall.EPERM) {
+			t.Fatalf("set of %d files by the user: %v", files, err)
+		}
+	}
+	if err := u.RemoveOwnerQuota(ctx, "/", client.QuotaUser, 1000); !errors.Is(err, syscall.EPERM) {
+		t.Fatalf("remove by the user: %v", err)
+	}
+	if st, _ := rawCall(t, f.r.Addr(), pb.Method_OWNER_QUOTA_ADJUST, &pb.OwnerQuotaAdjustRequest{Kind: client.QuotaUser, Id: 1000, Files: 1000}); st != uint32(syscall.EPERM) {
+		t.Fatalf("a client's OWNER_QUOTA_ADJUST through the router: status %d, want EPERM", st)
 	}
 
 	var made atomic.Int64

@@ -46,25 +46,11 @@ type xside struct {
 // A transport failure is errUnsettled; a refusal is its errno, with the
 // partition's detail.
 func (r *Router) xcall(ctx context.Context, v *view, vp uint16, m pb.Method, cred rpc.Cred, req, out proto.Message) (uint32, string, error) {
-	data, err := proto.Marshal(req)
-	if err != nil {
-		return 0, "", err
+	status, detail, err := r.partCall(ctx, v, vp, m, cred, req, out)
+	if errors.Is(err, errNotReached) {
+		err = fmt.Errorf("%w: %w", errUnsettled, err)
 	}
-	status, reply, err := r.call(ctx, v, vp, m, cred, data)
-	if err != nil {
-		return 0, "", fmt.Errorf("%s at vpart %d: %w: %w", m, vp, errUnsettled, err)
-	}
-	if status != 0 {
-		var d pb.ErrorDetail
-		_ = proto.Unmarshal(reply, &d)
-		return status, d.Message, nil
-	}
-	if out != nil {
-		if err := proto.Unmarshal(reply, out); err != nil {
-			return 0, "", fmt.Errorf("%s at vpart %d: reply: %w", m, vp, err)
-		}
-	}
-	return 0, "", nil
+	return status, detail, err
 }
 
 // xid returns the intent id of the call with id call of client: the same
