@@ -15,7 +15,7 @@ func (c *Client) StatfsIno(ctx context.Context, ino Ino) (Statfs, error) {
 	if err := c.call(ctx, pb.Method_STATFS, &pb.NodeRequest{Ino: uint64(ino)}, &r, "statfs", inoName(ino)); err != nil {
 		return Statfs{}, err
 	}
-	return Statfs{r.TotalBytes, r.UsedBytes, r.TotalInodes, r.UsedInodes, r.BlockSize, r.MaxName}, nil
+	return statfsOf(&r), nil
 }
 
 // GetXattrIno returns the value of extended attribute name of ino.

@@ -277,6 +277,9 @@ type Statfs struct {
 	TotalBytes, UsedBytes   uint64 // capacity and use, in bytes
 	TotalInodes, UsedInodes uint64 // capacity and use, in nodes
 	BlockSize, MaxName      uint32 // preferred I/O size; longest name
+	// What the trash holds, counted in the use above: nodes, and bytes of
+	// the regular files among them.
+	TrashFiles, TrashBytes uint64
 }
 
 // Statfs returns the capacity and use of the file system holding p.
@@ -285,7 +288,12 @@ func (c *Client) Statfs(ctx context.Context, p string) (Statfs, error) {
 	if err := c.call(ctx, pb.Method_STATFS, &pb.NodeRequest{Path: p}, &r, "statfs", p); err != nil {
 		return Statfs{}, err
 	}
-	return Statfs{r.TotalBytes, r.UsedBytes, r.TotalInodes, r.UsedInodes, r.BlockSize, r.MaxName}, nil
+	return statfsOf(&r), nil
+}
+
+func statfsOf(r *pb.StatfsReply) Statfs {
+	return Statfs{TotalBytes: r.TotalBytes, UsedBytes: r.UsedBytes, TotalInodes: r.TotalInodes, UsedInodes: r.UsedInodes,
+		BlockSize: r.BlockSize, MaxName: r.MaxName, TrashFiles: r.TrashFiles, TrashBytes: r.TrashBytes}
 }
 
 // Summary is a recursive content summary, like `hadoop fs -count`.

@@ -28,6 +28,9 @@ func TestTrashCommands(t *testing.T) {
 	if out := mustCanopy(t, addr, "status"); !strings.Contains(out, "trash: 4 files, 0 bytes") {
 		t.Fatalf("status printed:\n%s", out)
 	}
+	if out := mustCanopy(t, addr, "df"); !strings.Contains(out, "trash: 4 files, 0 bytes") {
+		t.Fatalf("df printed:\n%s", out)
+	}
 	out := mustCanopy(t, addr, "trash", "ls")
 	if !strings.Contains(out, "/proj/a/b/g") || !strings.Contains(out, "4 entries, 4 files") {
 		t.Fatalf("trash ls printed:\n%s", out)

@@ -104,7 +104,13 @@ func newDfCmd(g *globals) *cobra.Command {
 				fmt.Fprintln(w, "Filesystem\tSize\tUsed\tAvailable\tUse%\t")
 				fmt.Fprintf(w, "canopy://%s\t%d\t%d\t%d\t%.1f%%\t\n", g.addr, s.TotalBytes, s.UsedBytes, s.TotalBytes-s.UsedBytes, pct(s.UsedBytes, s.TotalBytes))
 				fmt.Fprintf(w, "inodes\t%d\t%d\t%d\t%.1f%%\t\n", s.TotalInodes, s.UsedInodes, s.TotalInodes-s.UsedInodes, pct(s.UsedInodes, s.TotalInodes))
-				return w.Flush()
+				if err := w.Flush(); err != nil {
+					return err
+				}
+				if s.TrashFiles > 0 {
+					_, err = fmt.Fprintf(g.out, "trash: %d files, %d bytes (in Used; canopy trash ls, canopy trash purge)\n", s.TrashFiles, s.TrashBytes)
+				}
+				return err
 			})
 		},
 	}
