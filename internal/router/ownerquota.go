@@ -35,8 +35,9 @@ import (
 //
 // A partition mounted after a quota was set has no share of it (and so
 // no limit there) until a router sets the quota again: every router does
-// so for the quotas of the root partition when it installs tables that
-// mount a partition its last tables did not (spreadOwnerQuotas).
+// so for the quotas of the root partition when it starts and when it
+// installs tables that mount a partition its last tables did not
+// (spreadOwnerQuotas), for each quota some partition has no share of.
 
 // rebalanceRounds bounds the moves one refused call makes before its
 // EDQUOT is passed back: with writers in several partitions, what one

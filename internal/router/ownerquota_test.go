@@ -256,3 +256,44 @@ func TestOwnerQuotaSpreadsToNewPartition(t *testing.T) {
 		t.Fatalf("%d files made in the new partition under a limit of 30", made)
 	}
 }
+
+// TestOwnerQuotaSpreadAtStart: a router that starts in front of
+// partitions of which only one holds a user quota (set there directly,
+// before the namespace had more partitions) gives the others their shares
+// of it, and the namespace's limit is the one set.
+func TestOwnerQuotaSpreadAtStart(t *testing.T) {
+	ctx := testCtx(t)
+	var addrs []string
+	var direct []*client.Client
+	for p := range uint16(2) {
+		_, addr := servertest.Start(t, metaserver.Config{Partition: p, Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+		addrs = append(addrs, addr)
+		direct = append(direct, dial(t, addr))
+	}
+	if _, err := direct[0].SetOwnerQuota(ctx, "/", client.QuotaUser, 1000, 10, 0); err != nil {
+		t.Fatal(err)
+	}
+	src := newMemTables([]*pb.MountEntry{
+		{Prefix: "/", Vpart: 0, Target: "/"},
+		{Prefix: "/p1", Vpart: 1, Target: "/"},
+	}, map[uint32][]string{0: {addrs[0]}, 1: {addrs[1]}})
+	startRouter(t, src, Config{Root: []string{addrs[0]}})
+	deadline := time.Now().Add(bound)
+	for {
+		var sum uint64
+		shares := 0
+		for _, c := range direct {
+			if q, err := c.GetOwnerQuota(ctx, "/", client.QuotaUser, 1000); err == nil && q.Share {
+				sum += q.MaxFiles
+				shares++
+			}
+		}
+		if shares == 2 && sum == 10 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d partitions hold shares adding up to %d files, want 2 and 10", shares, sum)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -147,7 +147,10 @@ func (r *Router) install(v *view) bool {
 		return false
 	}
 	r.view.Store(v)
-	if old != nil {
+	if old == nil {
+		old = &view{} // at start: every partition is new to this router
+	}
+	if spansPartitions(v) {
 		if newly := newlyMounted(old, v); len(newly) > 0 {
 			r.slow.Add(1)
 			go func() {
