@@ -37,7 +37,11 @@
 // A few calls need more than one partition, and are served by a goroutine
 // of their own: READDIR of a directory with mount points below it (the
 // mount points are merged into the listing), STATFS (summed over the
-// partitions) and SUMMARY (adding the summaries of the mounts below).
+// partitions), SUMMARY (adding the summaries of the mounts below) and
+// the user and group quota calls, which are the whole namespace's: each
+// partition holds a share of a quota, and an EDQUOT naming one has the
+// router move unused shares to that partition and pass the call on again
+// (ownerquota.go).
 // RENAME and LINK between different mount entries fail with EXDEV and an
 // ErrorDetail naming both mount points; changes under a read-only entry
 // fail with EROFS.
