@@ -463,7 +463,7 @@ func (p *pending) finish(status uint32, reply []byte, err error, b *rpc.Batch) {
 			status = pt.lost(p.at)
 			r.log.Debug("forwarding failed", "vpart", pt.vpart, "server", pt.serverAt(p.at).addr, "err", err)
 		}
-	} else if status == uint32(syscall.EDQUOT) && p.rc.moves < rebalanceRounds {
+	} else if status == uint32(syscall.EDQUOT) && p.rc.moves < rebalanceRounds && spansPartitions(r.view.Load()) {
 		if ref := ownerRefusal(reply); ref != nil {
 			// A user's or group's share of the namespace's limit ran out
 			// in this partition: move unused limits here, and serve the

@@ -67,7 +67,7 @@ type health struct {
 	// since the group's other replicas go on naming a stopped leader until
 	// they elect another, and the partition would go back to it and wait
 	// out its silence again. The watchdog probes such a server at every
-	// look, and clears it (0) once every connection answers.
+	// look, and clears it (0) once every connection answers a probe.
 	silentUntil atomic.Int64
 }
 
@@ -187,27 +187,32 @@ func (s *server) probe(cs []*rpc.Client, outstanding uint64) {
 	defer s.p.wg.Done()
 	defer s.health.probing.Store(false)
 	timeout := s.p.live.timeout
-	silent := make(chan bool, len(cs))
+	// Each connection reports whether it answered, and whether it was
+	// found silent (no answer in time); one that could not be reached
+	// is neither: a broken connection is noticed by the calls on it.
+	type outcome struct{ answered, silent bool }
+	outcomes := make(chan outcome, len(cs))
 	for _, c := range cs {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
 			_, _, err := c.Call(ctx, uint16(pb.Method_NULL), rpc.Cred{}, nil)
-			// Any answer, even a refusal, shows the server alive; a broken
-			// connection is noticed by the calls on it.
+			// Any answer, even a refusal, shows the server alive.
 			if err != nil && errors.Is(err, rpc.ErrTimeout) {
 				c.Abandon(fmt.Errorf("%w: %s did not answer a probe within %v, with %d calls outstanding",
 					rpc.ErrSilent, s.addr, timeout, outstanding))
-				silent <- true
-				return
 			}
-			silent <- false
+			outcomes <- outcome{answered: err == nil, silent: err != nil && errors.Is(err, rpc.ErrTimeout)}
 		}()
 	}
-	n := 0
+	n, answered := 0, 0
 	for range cs {
-		if <-silent {
+		o := <-outcomes
+		if o.silent {
 			n++
+		}
+		if o.answered {
+			answered++
 		}
 	}
 	switch {
@@ -217,7 +222,7 @@ func (s *server) probe(cs []*rpc.Client, outstanding uint64) {
 		fallthrough
 	case n > 0:
 		s.silentUntil.Store(monotime() + int64(silentHold))
-	case s.silentUntil.Load() != 0:
+	case answered == len(cs) && s.silentUntil.Load() != 0:
 		s.silentUntil.Store(0)
 		s.p.log.Info("metadata server answers again", "addr", s.addr)
 	}

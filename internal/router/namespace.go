@@ -175,9 +175,7 @@ func (r *Router) callGroup(ctx context.Context, pt *partition, m pb.Method, cred
 			return status, out, err
 		}
 		pt.follow(at, string(out))
-		select {
-		case <-time.After(pause):
-		case <-ctx.Done():
+		if !sleepCtx(ctx, pause) {
 			return 0, nil, fmt.Errorf("vpart %d: no leader: %w", vp, ctx.Err())
 		}
 		pause = min(2*pause, 50*time.Millisecond)

@@ -207,11 +207,11 @@ func dispatchOwnerQuota(e *engine.Engine, c engine.Cred, m pb.Method, req proto.
 // limits to this partition and retries). detail is the reply so far: an
 // ErrorDetail or nil.
 func withRefusal(e *engine.Engine, status uint32, detail proto.Message) proto.Message {
-	if status != uint32(syscall.EDQUOT) {
+	if status == 0 {
 		return detail
 	}
-	r := e.TakeOwnerRefusal()
-	if r.Kind == 0 {
+	r := e.TakeOwnerRefusal() // taken on every failure: never left for a later call
+	if status != uint32(syscall.EDQUOT) || r.Kind == 0 {
 		return detail
 	}
 	d, _ := detail.(*pb.ErrorDetail)

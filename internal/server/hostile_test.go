@@ -333,7 +333,13 @@ func runHostile(t *testing.T, sc *hostileScene) map[string]int {
 	}
 
 	// Tokens: forged, revoked.
-	for _, bad := range []string{sc.token[:len(sc.token)-2] + "00", "cnpy.nobody.0000000000000000000000000000000000000000000000000000000000000000"} {
+	// The real token with its last two digits changed (to "00", or "11"
+	// where they were "00": one token in 256 ends so).
+	forgedSuffix := "00"
+	if strings.HasSuffix(sc.token, forgedSuffix) {
+		forgedSuffix = "11"
+	}
+	for _, bad := range []string{sc.token[:len(sc.token)-2] + forgedSuffix, "cnpy.nobody.0000000000000000000000000000000000000000000000000000000000000000"} {
 		// Refused in the handshake by a server; by a router, which
 		// keeps no credentials, at the first call.
 		rc, err := rpc.Dial(sc.addr, rpc.ClientConfig{Token: bad, MaxRetries: -1})
