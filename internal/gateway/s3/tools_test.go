@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -34,17 +35,76 @@ func treeSums(t *testing.T, dir string) map[string][32]byte {
 	return sums
 }
 
-// TestAWSCLISync syncs a tree of 1,000 files up through the gateway with
-// the AWS command line and down again, and compares checksums, when the
-// aws command is installed.
-func TestAWSCLISync(t *testing.T) {
-	bin, err := exec.LookPath("aws")
-	if err != nil {
-		t.Skip("the aws command is not installed (apt-get install awscli)")
+// syncTool is an S3 command line program driven by the round-trip test.
+type syncTool struct {
+	name, pkg string
+	// env is the tool's environment: credentials, endpoint, a config of its own.
+	env func(e *env, home string) []string
+	// args are the program's arguments before the command.
+	args func(e *env, home string) []string
+	// up and down are the arguments that sync a local directory to
+	// bucket "sync", prefix "tree", and back.
+	up, down func(local string) []string
+}
+
+var syncTools = []syncTool{{
+	name: "aws", pkg: "awscli",
+	env: func(e *env, home string) []string {
+		return []string{"AWS_ACCESS_KEY_ID=" + access, "AWS_SECRET_ACCESS_KEY=" + secret,
+			"AWS_DEFAULT_REGION=us-east-1", "AWS_CONFIG_FILE=" + filepath.Join(home, "none"),
+			"AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(home, "none")}
+	},
+	args: func(e *env, home string) []string { return []string{"--endpoint-url", e.url, "--only-show-errors"} },
+	up:   func(local string) []string { return []string{"s3", "sync", local, "s3://sync/tree"} },
+	down: func(local string) []string { return []string{"s3", "sync", "s3://sync/tree", local} },
+}, {
+	name: "s3cmd", pkg: "s3cmd",
+	env: func(e *env, home string) []string { return nil },
+	args: func(e *env, home string) []string {
+		host := strings.TrimPrefix(e.url, "http://")
+		cfg := filepath.Join(home, "s3cfg")
+		if err := os.WriteFile(cfg, []byte("[default]\n"), 0o600); err != nil {
+			panic(err)
+		}
+		return []string{"-c", cfg, "--access_key=" + access, "--secret_key=" + secret, "--host=" + host,
+			"--host-bucket=" + host, "--no-ssl", "--region=us-east-1", "--no-progress", "--quiet"}
+	},
+	up:   func(local string) []string { return []string{"sync", local + "/", "s3://sync/tree/"} },
+	down: func(local string) []string { return []string{"sync", "s3://sync/tree/", local + "/"} },
+}, {
+	name: "rclone", pkg: "rclone",
+	env: func(e *env, home string) []string {
+		return []string{"RCLONE_CONFIG_GW_TYPE=s3", "RCLONE_CONFIG_GW_PROVIDER=Other",
+			"RCLONE_CONFIG_GW_ACCESS_KEY_ID=" + access, "RCLONE_CONFIG_GW_SECRET_ACCESS_KEY=" + secret,
+			"RCLONE_CONFIG_GW_ENDPOINT=" + e.url, "RCLONE_CONFIG_GW_REGION=us-east-1",
+			"RCLONE_CONFIG_GW_FORCE_PATH_STYLE=true"}
+	},
+	args: func(e *env, home string) []string {
+		return []string{"--config", filepath.Join(home, "rclone.conf"), "--quiet"}
+	},
+	up:   func(local string) []string { return []string{"sync", local, "gw:sync/tree"} },
+	down: func(local string) []string { return []string{"sync", "gw:sync/tree", local} },
+}}
+
+// TestSyncTools syncs a tree of 1,000 files up through the gateway and down
+// again with each S3 command line program that is installed (awscli,
+// s3cmd, rclone), and compares checksums.
+func TestSyncTools(t *testing.T) {
+	for _, tool := range syncTools {
+		t.Run(tool.name, func(t *testing.T) {
+			bin, err := exec.LookPath(tool.name)
+			if err != nil {
+				t.Skipf("the %s command is not installed (apt-get install %s)", tool.name, tool.pkg)
+			}
+			if testing.Short() {
+				t.Skip("syncs 1,000 files")
+			}
+			syncRoundTrip(t, bin, tool)
+		})
 	}
-	if testing.Short() {
-		t.Skip("syncs 1,000 files")
-	}
+}
+
+func syncRoundTrip(t *testing.T, bin string, tool syncTool) {
 	e := start(t)
 	e.mkbucket(t, "sync")
 	up, down, home := t.TempDir(), t.TempDir(), t.TempDir()
@@ -62,23 +122,31 @@ func TestAWSCLISync(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	aws := func(args ...string) {
+	// The tool sees only its own settings: an AWS_* or RCLONE_* variable of
+	// the caller's (a CA bundle, a profile) would change what it does.
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AWS_") && !strings.HasPrefix(kv, "RCLONE_") && !strings.HasPrefix(kv, "HOME=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "HOME="+home)
+	env = append(env, tool.env(e, home)...)
+	run := func(args ...string) {
 		t.Helper()
-		cmd := exec.CommandContext(e.ctx, bin, append([]string{"--endpoint-url", e.url, "--only-show-errors"}, args...)...)
-		cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+access, "AWS_SECRET_ACCESS_KEY="+secret,
-			"AWS_DEFAULT_REGION=us-east-1", "HOME="+home, "AWS_CONFIG_FILE="+filepath.Join(home, "none"),
-			"AWS_SHARED_CREDENTIALS_FILE="+filepath.Join(home, "none"))
+		cmd := exec.CommandContext(e.ctx, bin, append(tool.args(e, home), args...)...)
+		cmd.Env = env
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Run(); err != nil {
-			t.Fatalf("aws %v: %v\n%s", args, err, out.String())
+			t.Fatalf("%s %v: %v\n%s", tool.name, args, err, out.String())
 		}
 	}
-	aws("s3", "sync", up, "s3://sync/tree")
-	aws("s3", "sync", "s3://sync/tree", down)
+	run(tool.up(up)...)
+	run(tool.down(down)...)
 	want, got := treeSums(t, up), treeSums(t, down)
-	if len(got) != 1000 {
-		t.Fatalf("synced down %d files, want 1000", len(got))
+	if len(got) != len(want) {
+		t.Fatalf("synced down %d files, want %d", len(got), len(want))
 	}
 	for p, sum := range want {
 		if got[p] != sum {
@@ -90,6 +158,17 @@ func TestAWSCLISync(t *testing.T) {
 	if err != nil || sha256.Sum256(b) != want["d3/e3/f0003.bin"] {
 		t.Fatalf("SDK read of a synced file: %v", err)
 	}
-	// A second sync up finds nothing to send: sizes and times agree.
-	aws("s3", "sync", up, "s3://sync/tree")
+	// A second sync up finds nothing to send and changes nothing.
+	before, err := e.c.Stat(e.ctx, "/sync/tree/d3/e3/f0003.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(tool.up(up)...)
+	after, err := e.c.Stat(e.ctx, "/sync/tree/d3/e3/f0003.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !after.ModTime().Equal(before.ModTime()) {
+		t.Fatalf("a second sync rewrote an unchanged file: mtime %v then %v", before.ModTime(), after.ModTime())
+	}
 }
