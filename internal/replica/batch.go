@@ -74,7 +74,7 @@ func (n *Node) flushProposals() {
 	defer clear(q)
 	if n.role != raft.StateLeader {
 		for _, x := range q {
-			x.p.ch <- result{err: &NotLeaderError{Leader: n.lead}}
+			x.p.deliver(result{err: &NotLeaderError{Leader: n.lead}})
 		}
 		return
 	}
@@ -108,7 +108,7 @@ func (n *Node) flushProposals() {
 	if err := n.rn.Propose(data); err != nil {
 		for _, x := range q {
 			delete(n.pending, x.seq)
-			x.p.ch <- result{err: fmt.Errorf("propose: %w", err)}
+			x.p.deliver(result{err: fmt.Errorf("propose: %w", err)})
 		}
 	}
 }

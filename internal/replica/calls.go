@@ -49,7 +49,7 @@ func (n *Node) Propose(ctx context.Context, data []byte) (any, error) {
 	p := &proposal{ch: make(chan result, 1)}
 	err := n.submit(ctx, func() {
 		if n.role != raft.StateLeader {
-			p.ch <- result{err: &NotLeaderError{Leader: n.lead}}
+			p.deliver(result{err: &NotLeaderError{Leader: n.lead}})
 			return
 		}
 		n.queueProposal(queued{seq: seq, data: data, p: p})
@@ -98,7 +98,7 @@ func (n *Node) changeConf(ctx context.Context, cc pb.ConfChangeV2, info []byte) 
 		p := &proposal{ch: make(chan result, 1), start: time.Now()}
 		err := n.submit(ctx, func() {
 			if n.role != raft.StateLeader {
-				p.ch <- result{err: &NotLeaderError{Leader: n.lead}}
+				p.deliver(result{err: &NotLeaderError{Leader: n.lead}})
 				return
 			}
 			n.pending[seq] = p
@@ -106,7 +106,7 @@ func (n *Node) changeConf(ctx context.Context, cc pb.ConfChangeV2, info []byte) 
 			if err := n.rn.ProposeConfChange(cc); err != nil {
 				delete(n.pending, seq)
 				n.dequeueConf(seq)
-				p.ch <- result{err: fmt.Errorf("propose membership change: %w", err)}
+				p.deliver(result{err: fmt.Errorf("propose membership change: %w", err)})
 			}
 		})
 		if err != nil {

@@ -158,6 +158,7 @@ type Node struct {
 
 	recv   snapReceiver
 	syncer *syncer // fsyncs the log (syncer.go)
+	intake intake  // ProposeAsync's proposals on their way to the raft goroutine (intake.go)
 
 	// Owned by the raft goroutine.
 	rn          *raft.RawNode
@@ -190,9 +191,21 @@ type Node struct {
 	lastStatus  Status
 }
 
+// proposal is a proposal taken and not yet answered. Exactly one of ch
+// (Propose, which waits on it) and done (ProposeAsync) is set.
 type proposal struct {
 	ch    chan result
+	done  func(val any, err error)
 	start time.Time
+}
+
+// deliver answers p, once; on the raft goroutine.
+func (p *proposal) deliver(r result) {
+	if p.done != nil {
+		p.done(r.val, r.err)
+		return
+	}
+	p.ch <- r
 }
 
 type result struct {
@@ -234,6 +247,7 @@ func Start(cfg Config) (*Node, error) {
 		recvc:        make(chan pb.Message, 4096),
 		snapWrittenc: make(chan snapWrite, 1),
 		reqc:         make(chan func(), 1024),
+		intake:       intake{wake: make(chan struct{}, 1)},
 		snapDonec:    make(chan snapResult, 16),
 		pausec:       make(chan chan struct{}),
 		stopc:        make(chan struct{}),
@@ -369,6 +383,8 @@ func (n *Node) run() {
 			n.step(m)
 		case f := <-n.reqc:
 			f()
+		case <-n.intake.wake:
+			n.takeIntake()
 		case d := <-n.syncer.done:
 			if err := n.synced(d); err != nil {
 				n.log.Error("replica: stopping after a storage failure", "err", err)
@@ -398,6 +414,8 @@ func (n *Node) run() {
 				n.step(m)
 			case f := <-n.reqc:
 				f()
+			case <-n.intake.wake:
+				n.takeIntake()
 			case d := <-n.syncer.done:
 				if err := n.synced(d); err != nil {
 					n.log.Error("replica: stopping after a storage failure", "err", err)
@@ -458,12 +476,13 @@ func (n *Node) shutdown(err error) {
 		n.snapWriting = false
 		w.release()
 	}
+	n.closeIntake(err)
 	for _, q := range n.queue {
-		q.p.ch <- result{err: err}
+		q.p.deliver(result{err: err})
 	}
 	n.queue = nil
 	for id, p := range n.pending {
-		p.ch <- result{err: err}
+		p.deliver(result{err: err})
 		delete(n.pending, id)
 	}
 	n.failReads(err, true)
@@ -491,7 +510,7 @@ func (n *Node) softState(ss raft.SoftState) {
 	}
 	if n.role == raft.StateLeader && ss.RaftState != raft.StateLeader {
 		for id, p := range n.pending {
-			p.ch <- result{err: ErrLeadershipLost}
+			p.deliver(result{err: ErrLeadershipLost})
 			delete(n.pending, id)
 		}
 		n.confQueue = nil
@@ -653,7 +672,7 @@ func (n *Node) answer(seq uint64, r result) {
 	if r.err == nil {
 		n.m.commit.Observe(time.Since(p.start).Seconds())
 	}
-	p.ch <- r
+	p.deliver(r)
 }
 
 // errConfChangeRefused reports a conf change Raft dropped because another

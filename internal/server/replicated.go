@@ -260,6 +260,7 @@ type replicated struct {
 	reads, writes <-chan *op
 	inflight      sync.WaitGroup // proposals waiting for their entry
 	slots         chan struct{}  // bounds the proposals waiting at once
+	answers       answerQueue    // proposals answered, for the answerer goroutine
 }
 
 // proposeTimeout bounds how long a call waits for its entry to apply
@@ -309,6 +310,7 @@ func openReplicated(s *Server) error {
 		cfg: cfg, state: &replicatedState{sm: sm, partition: cfg.Partition, cfg: cfg, members: map[uint64]Peer{}},
 		local: peers, watch: s.watch, reads: s.reads, writes: s.writes,
 		slots: make(chan struct{}, cfg.QueueSize), groupView: s.Group, audit: s.audit,
+		answers: answerQueue{wake: make(chan struct{}, 1)},
 	}
 	r.peers.set(peers)
 	r.state.onMembers = r.membersChanged
@@ -447,15 +449,23 @@ func (r *replicated) reply(o *op) {
 }
 
 // proposer is the loop (its own goroutine) that turns queued mutations
-// into proposals, each waited for on a goroutine of its own so that many
-// are in flight and the raft goroutine commits them together.
+// into proposals, many in flight at once so that the raft goroutine
+// commits them together; the answerer goroutine it starts replies to
+// them, and both end once every proposal taken is answered.
 func (r *replicated) proposer() {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		r.answerLoop(quit)
+	}()
 	for o := range r.writes {
 		if r.confine(o) {
 			r.propose(o, r.record(o))
 		}
 	}
 	r.inflight.Wait()
+	close(quit)
+	<-done
 }
 
 // record is the log record of call o (a mutation or session call), at
@@ -520,8 +530,10 @@ func (r *replicated) confineIno(client rpc.ClientID, cr *auth.Credential, ino en
 	return err == nil
 }
 
-// propose proposes rec and answers o (if it is a call) once its entry is
-// applied.
+// propose proposes rec, the log record of o, and has o answered once its
+// entry is applied (or the proposal failed) by the answerer goroutine;
+// on the proposer or reader goroutine. o.call is nil for a proposal no
+// one waits for. The slots bound the proposals in flight.
 func (r *replicated) propose(o *op, rec *pb.LogRecord) {
 	data, err := proto.Marshal(rec)
 	if err != nil { // cannot happen for a well-formed message
@@ -532,27 +544,46 @@ func (r *replicated) propose(o *op, rec *pb.LogRecord) {
 	}
 	r.slots <- struct{}{}
 	r.inflight.Add(1)
-	go func() {
-		defer func() { <-r.slots; r.inflight.Done() }()
-		ctx, cancel := context.WithTimeout(context.Background(), proposeTimeout)
-		defer cancel()
-		v, err := r.node.Propose(ctx, data)
-		if o.call == nil {
+	r.node.ProposeAsync(data, func(v any, err error) { r.answers.add(answer{o: o, val: v, err: err}) })
+}
+
+// answerLoop is the answerer goroutine: it replies to the calls whose
+// proposals were answered, in the order they were, until quit is closed.
+func (r *replicated) answerLoop(quit <-chan struct{}) {
+	for {
+		select {
+		case <-r.answers.wake:
+		case <-quit:
 			return
 		}
-		if err != nil {
-			r.replyErr(o.call, err)
-			return
+		batch := r.answers.take()
+		for _, a := range batch {
+			r.answered(a)
+			<-r.slots
+			r.inflight.Done()
 		}
-		res, _ := v.(applied)
-		o.status, o.reply = res.status, res.reply
-		if o.scope() != nil {
-			r.state.mu.Lock()
-			r.state.sm.showReply(o, r.state.sm.grants)
-			r.state.mu.Unlock()
-		}
-		r.reply(o)
-	}()
+		r.answers.recycle(batch)
+	}
+}
+
+// answered replies to the call of a proposal answered by the Node.
+func (r *replicated) answered(a answer) {
+	o := a.o
+	if o.call == nil {
+		return
+	}
+	if a.err != nil {
+		r.replyErr(o.call, a.err)
+		return
+	}
+	res, _ := a.val.(applied)
+	o.status, o.reply = res.status, res.reply
+	if o.scope() != nil {
+		r.state.mu.Lock()
+		r.state.sm.showReply(o, r.state.sm.grants)
+		r.state.mu.Unlock()
+	}
+	r.reply(o)
 }
 
 // reader is the loop (its own goroutine) that serves the reads queue:
