@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/canopyfs/canopy/internal/gctune"
 	"github.com/canopyfs/canopy/internal/observe"
 	"github.com/canopyfs/canopy/internal/server"
 )
@@ -186,17 +186,19 @@ func addTrashDaysFlag(cmd *cobra.Command, d *int) {
 		"keep removed files and trees in /.trash for this many days (0: free them at once); the same on every replica")
 }
 
-// serverGCPercent is the collector's target for a metadata server (the
-// GOGC environment variable overrides it): live heap plus a quarter.
-const serverGCPercent = 25
+// serverGC is the collector's target for a metadata server (the GOGC
+// environment variable overrides it): live heap plus a quarter, or plus
+// 64 MiB while that is more.
+var serverGC = gctune.Policy{Percent: 25, Floor: 64 << 20}
 
 // setServerGC sets the collector's target for a process that runs
 // metadata servers, unless GOGC says otherwise. The namespace is mostly
 // blocks the collector never scans, so collecting often is cheap, and
-// memory freed comes back sooner.
+// memory freed comes back sooner; the floor keeps a small namespace from
+// being collected every few megabytes of calls.
 func setServerGC() {
 	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(serverGCPercent)
+		gctune.Start(serverGC)
 	}
 }
 
