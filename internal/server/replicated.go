@@ -298,6 +298,9 @@ func openReplicated(s *Server) error {
 	}
 	sm := newStateMachine(cfg.RetryCacheSize, cfg.RetryCacheTTL, cfg.Logger)
 	sm.trashDays = cfg.TrashDays
+	// What STATUS tells of this process: its directory, its start, the
+	// locks its clients hold here (no dumps: a replica does not serve them).
+	sm.ops.locks, sm.ops.dir, sm.ops.started = s.locks, cfg.Dir, time.Now()
 	// Calls are admitted against the credentials this replica's state
 	// holds, as in the single-replica mode.
 	s.intake.access = &access{creds: sm.creds, grants: sm.grants, clock: cfg.Clock, partition: cfg.Partition,

@@ -187,6 +187,14 @@ func TestReplicatedFollowerNamesLeader(t *testing.T) {
 	if lg.Role != "Leader" || lg.Commit < 2 || lg.Members[follower].State == "" {
 		t.Fatalf("leader's view: %v", lg)
 	}
+	// STATUS tells the replica's own directory and start.
+	st, err := cl.Status(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if age := time.Since(st.Started); age < 0 || age > time.Minute || st.Dir != g.dirs[lead] {
+		t.Fatalf("status: started %v, dir %q; want a start within the last minute and %q", st.Started, st.Dir, g.dirs[lead])
+	}
 }
 
 // rawCreate sends MKNOD of name in the root as client id's first call.
