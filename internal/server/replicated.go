@@ -533,62 +533,6 @@ func (r *replicated) confineIno(client rpc.ClientID, cr *auth.Credential, ino en
 	return err == nil
 }
 
-// propose proposes rec, the log record of o, and has o answered once its
-// entry is applied (or the proposal failed) by the answerer goroutine;
-// on the proposer or reader goroutine. o.call is nil for a proposal no
-// one waits for. The slots bound the proposals in flight.
-func (r *replicated) propose(o *op, rec *pb.LogRecord) {
-	data, err := proto.Marshal(rec)
-	if err != nil { // cannot happen for a well-formed message
-		if o.call != nil {
-			o.call.Reply(uint32(syscall.EIO), nil)
-		}
-		return
-	}
-	r.slots <- struct{}{}
-	r.inflight.Add(1)
-	r.node.ProposeAsync(data, func(v any, err error) { r.answers.add(answer{o: o, val: v, err: err}) })
-}
-
-// answerLoop is the answerer goroutine: it replies to the calls whose
-// proposals were answered, in the order they were, until quit is closed.
-func (r *replicated) answerLoop(quit <-chan struct{}) {
-	for {
-		select {
-		case <-r.answers.wake:
-		case <-quit:
-			return
-		}
-		batch := r.answers.take()
-		for _, a := range batch {
-			r.answered(a)
-			<-r.slots
-			r.inflight.Done()
-		}
-		r.answers.recycle(batch)
-	}
-}
-
-// answered replies to the call of a proposal answered by the Node.
-func (r *replicated) answered(a answer) {
-	o := a.o
-	if o.call == nil {
-		return
-	}
-	if a.err != nil {
-		r.replyErr(o.call, a.err)
-		return
-	}
-	res, _ := a.val.(applied)
-	o.status, o.reply = res.status, res.reply
-	if o.scope() != nil {
-		r.state.mu.Lock()
-		r.state.sm.showReply(o, r.state.sm.grants)
-		r.state.mu.Unlock()
-	}
-	r.reply(o)
-}
-
 // reader is the loop (its own goroutine) that serves the reads queue:
 // reads in batches behind one Node.Read each, session calls (OPEN, CLOSE)
 // proposed like mutations, and the session ends of departed clients
