@@ -499,11 +499,9 @@ func (sm *stateMachine) decodeState(r io.Reader) error {
 		if err != nil {
 			return fmt.Errorf("retry cache times: %w", err)
 		}
-		if o, ok := sm.cache.entries[k]; ok {
-			o.at = at
-			sm.cache.entries[k] = o
-		}
+		sm.cache.setTime(k, at)
 	}
+	sm.cache.retimeRing()
 	clients, err := binary.ReadUvarint(br)
 	if err != nil {
 		return fmt.Errorf("sessions: %w", err)

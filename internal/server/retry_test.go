@@ -1,0 +1,96 @@
+package server
+
+import (
+	"testing"
+
+	"github.com/canopyfs/canopy/internal/rpc"
+)
+
+func key(c byte, call uint64) callKey { return callKey{client: rpc.ClientID{c}, call: call} }
+
+func keysOf(c *retryCache) []callKey {
+	var ks []callKey
+	c.each(func(k callKey, _ outcome) { ks = append(ks, k) })
+	return ks
+}
+
+// TestRetryCacheBoundsAndExpiry: the cache forgets its oldest entry when
+// full, expires entries by the time they were made, oldest first, and
+// gives entries without a time (from an old checkpoint) the next time.
+func TestRetryCacheBoundsAndExpiry(t *testing.T) {
+	c := newRetryCache(3)
+	for i := range uint64(4) {
+		c.put(key(1, i), outcome{status: uint32(i), at: int64(10 + i)})
+	}
+	if _, ok := c.get(key(1, 0)); ok || c.len() != 3 {
+		t.Fatalf("full cache kept its oldest entry (len %d)", c.len())
+	}
+	if o, ok := c.get(key(1, 3)); !ok || o.status != 3 {
+		t.Fatalf("newest entry: %+v %v", o, ok)
+	}
+
+	c.expire(12) // entries made at 11 go; 12 and 13 stay
+	if got := keysOf(c); len(got) != 2 || got[0] != key(1, 2) || got[1] != key(1, 3) {
+		t.Fatalf("after expire(12): %v", got)
+	}
+
+	c.put(key(1, 2), outcome{status: 9, at: 20}) // a second outcome keeps the first time
+	if o, _ := c.get(key(1, 2)); o.status != 9 {
+		t.Fatalf("second outcome not kept: %+v", o)
+	}
+	c.expire(13)
+	if _, ok := c.get(key(1, 2)); ok {
+		t.Fatal("an entry outlived its first time")
+	}
+
+	old := newRetryCache(4)
+	old.put(key(2, 1), outcome{})
+	old.put(key(2, 2), outcome{})
+	old.stamp(100)
+	old.put(key(2, 3), outcome{at: 150})
+	if o, _ := old.get(key(2, 1)); o.at != 100 {
+		t.Fatalf("stamped time %d, want 100", o.at)
+	}
+	old.expire(101)
+	if got := keysOf(old); len(got) != 1 || got[0] != key(2, 3) {
+		t.Fatalf("after stamp and expire: %v", got)
+	}
+
+	// A checkpoint's load puts the outcomes first and their times after.
+	loaded := newRetryCache(4)
+	for i := range uint64(3) {
+		loaded.put(key(3, i), outcome{})
+	}
+	for i := range uint64(3) {
+		loaded.setTime(key(3, i), int64(200+i))
+	}
+	loaded.retimeRing()
+	loaded.expire(201)
+	if got := keysOf(loaded); len(got) != 2 || got[0] != key(3, 1) {
+		t.Fatalf("after load and expire(201): %v", got)
+	}
+	loaded.expire(1000)
+	if loaded.len() != 0 {
+		t.Fatalf("%d entries outlived their times", loaded.len())
+	}
+}
+
+// BenchmarkRetryCacheApply is the cache's share of applying one logged
+// call: a lookup for a retry, the put, and the expiry that follows every
+// record, with a full cache.
+func BenchmarkRetryCacheApply(b *testing.B) {
+	const size = 1 << 16
+	c := newRetryCache(size)
+	for i := range uint64(size) {
+		c.put(key(byte(i%64), i), outcome{at: int64(i)})
+	}
+	b.ResetTimer()
+	for i := range uint64(b.N) {
+		k := key(byte(i%64), size+i)
+		if _, ok := c.get(k); ok {
+			b.Fatal("hit")
+		}
+		c.put(k, outcome{at: int64(size + i)})
+		c.expire(int64(i))
+	}
+}
