@@ -6,6 +6,8 @@
 //
 //   - fsync: appends to a growing file, then fsync (what the log does);
 //   - fdatasync: the same with fdatasync;
+//   - fallocate: the file's space reserved with fallocate first (unwritten
+//     extents), then fdatasync;
 //   - prealloc: rewrites a file already written with zeros and synced,
 //     then fdatasync (no size or extent change to journal).
 //
@@ -31,7 +33,7 @@ func main() {
 	fmt.Println("| writers | mode | mean per sync |")
 	fmt.Println("|---:|---|---:|")
 	for _, writers := range []int{1, 3} {
-		for _, mode := range []string{"fsync", "fdatasync", "prealloc"} {
+		for _, mode := range []string{"fsync", "fdatasync", "fallocate", "prealloc"} {
 			d, err := run(*dir, writers, mode, *n, *size)
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "fsync:", err)
@@ -75,6 +77,14 @@ func writer(name, mode string, n, size int) (time.Duration, error) {
 	}
 	defer os.Remove(name)
 	defer f.Close()
+	if mode == "fallocate" {
+		if err := unix.Fallocate(int(f.Fd()), 0, 0, int64(n*size)); err != nil {
+			return 0, err
+		}
+		if err := f.Sync(); err != nil {
+			return 0, err
+		}
+	}
 	if mode == "prealloc" {
 		zeros := make([]byte, n*size)
 		if _, err := f.Write(zeros); err != nil {

@@ -19,12 +19,14 @@ import (
 // systems share nothing afterwards.
 func (m *MemFS) Crash() *MemFS { return m.crash(nil) }
 
-// CrashTorn is like Crash, except that a file whose only unsynced change is
-// bytes appended at its end keeps a prefix of those bytes, of a length
-// chosen with rng: a torn write, as when the machine stopped while the
-// kernel was writing the file back. A file changed in any other way since
-// its last Sync keeps only its synced bytes. Given the same rng state and
-// the same history, CrashTorn returns the same result.
+// CrashTorn is like Crash, except that a file whose unsynced changes are
+// only writes, at its end or over bytes it had, keeps part of them: from
+// the first byte changed since its last Sync, a prefix of the new bytes (of
+// a length chosen with rng) and after it the bytes last synced. That is a
+// torn write, as when the machine stopped while the kernel was writing the
+// file back in order. A file cut below its synced length since its last
+// Sync keeps only its synced bytes. Given the same rng state and the same
+// history, CrashTorn returns the same result.
 func (m *MemFS) CrashTorn(rng *rand.Rand) *MemFS { return m.crash(rng) }
 
 func (m *MemFS) crash(rng *rand.Rand) *MemFS {
@@ -52,8 +54,12 @@ func (n *memNode) durableCopy(copies map[*memNode]*memNode, rng *rand.Rand) *mem
 		return c
 	}
 	kept := n.synced
-	if rng != nil && n.dirtyFrom == len(n.synced) && len(n.data) > len(n.synced) {
-		kept = n.data[:len(n.synced)+rng.IntN(len(n.data)-len(n.synced)+1)]
+	if rng != nil && !n.shrunk && len(n.data) > n.dirtyFrom {
+		torn := n.dirtyFrom + rng.IntN(len(n.data)-n.dirtyFrom+1)
+		kept = n.data[:torn]
+		if torn < len(n.synced) {
+			kept = append(slices.Clip(kept), n.synced[torn:]...)
+		}
 	}
 	c := &memNode{
 		data:      bytes.Clone(kept),

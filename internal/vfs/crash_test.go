@@ -238,6 +238,38 @@ func TestCrashTornKeepsPrefixOfAppend(t *testing.T) {
 	}
 }
 
+// TestCrashTornKeepsPrefixOfOverwrite: bytes written over synced ones (a
+// log writing into space it prepared) tear as a prefix of the new bytes
+// followed by the old, and Datasync makes them durable as Sync does.
+func TestCrashTornKeepsPrefixOfOverwrite(t *testing.T) {
+	m := NewMem()
+	f, err := m.Create("f")
+	must(t, err)
+	mustWrite(t, f, "head|0000000000")
+	must(t, f.Sync())
+	must(t, m.SyncDir("/"))
+	_, err = f.WriteAt([]byte("new"), 5)
+	must(t, err)
+
+	rng := rand.New(rand.NewPCG(3, 4))
+	seen := make(map[string]bool)
+	for range 200 {
+		got, _ := contents(t, m.CrashTorn(rng), "f")
+		seen[got] = true
+	}
+	want := []string{"head|0000000000", "head|n000000000", "head|ne00000000", "head|new0000000"}
+	if got := slices.Sorted(maps.Keys(seen)); !slices.Equal(got, want) {
+		t.Errorf("torn overwrites seen %q, want %q", got, want)
+	}
+	if got, _ := contents(t, m.Crash(), "f"); got != "head|0000000000" {
+		t.Errorf("crash before the sync kept %q", got)
+	}
+	must(t, f.Datasync())
+	if got, _ := contents(t, m.Crash(), "f"); got != "head|new0000000" {
+		t.Errorf("crash after Datasync kept %q", got)
+	}
+}
+
 func TestMemFSConcurrentUse(t *testing.T) {
 	m := NewMem()
 	must(t, m.MkdirAll("d"))

@@ -5,20 +5,39 @@ import "os"
 // Default is the operating system's file system.
 var Default FS = diskFS{}
 
-var _ File = (*os.File)(nil)
-
 // diskFS implements FS with package os.
 type diskFS struct{}
 
+// diskFile is an *os.File with Datasync.
+type diskFile struct{ *os.File }
+
+func (f diskFile) Datasync() error {
+	if err := datasync(f.File); err != nil {
+		return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: err}
+	}
+	return nil
+}
+
+// openFile opens name with os.OpenFile and wraps it as a File.
+func openFile(name string, flag int) (File, error) {
+	f, err := os.OpenFile(name, flag, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return diskFile{f}, nil
+}
+
 func (diskFS) Create(name string) (File, error) {
-	return os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	return openFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
 }
 
 func (diskFS) OpenAppend(name string) (File, error) {
-	return os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	return openFile(name, os.O_WRONLY|os.O_CREATE|os.O_APPEND)
 }
 
-func (diskFS) Open(name string) (File, error) { return os.Open(name) }
+func (diskFS) OpenWrite(name string) (File, error) { return openFile(name, os.O_WRONLY) }
+
+func (diskFS) Open(name string) (File, error) { return openFile(name, os.O_RDONLY) }
 
 func (diskFS) Remove(name string) error { return os.Remove(name) }
 

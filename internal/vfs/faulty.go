@@ -12,6 +12,7 @@ type Op string
 const (
 	OpCreate     Op = "create"
 	OpOpenAppend Op = "openappend"
+	OpOpenWrite  Op = "openwrite"
 	OpOpen       Op = "open"
 	OpRemove     Op = "remove"
 	OpRename     Op = "rename" // name is the old name
@@ -21,8 +22,8 @@ const (
 	OpSize       Op = "size"
 	OpTruncate   Op = "truncate"
 	OpRead       Op = "read"  // File.Read
-	OpWrite      Op = "write" // File.Write
-	OpSync       Op = "sync"  // File.Sync
+	OpWrite      Op = "write" // File.Write and File.WriteAt
+	OpSync       Op = "sync"  // File.Sync and File.Datasync
 	OpClose      Op = "close" // File.Close
 )
 
@@ -79,6 +80,15 @@ func (f *FaultyFS) OpenAppend(name string) (File, error) {
 		return nil, err
 	}
 	file, err := f.fs.OpenAppend(name)
+	return f.wrap(name, file, err)
+}
+
+// OpenWrite implements FS.
+func (f *FaultyFS) OpenWrite(name string) (File, error) {
+	if err := f.check(OpOpenWrite, name); err != nil {
+		return nil, err
+	}
+	file, err := f.fs.OpenWrite(name)
 	return f.wrap(name, file, err)
 }
 
@@ -166,6 +176,20 @@ func (f *faultyFile) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return f.file.Write(p)
+}
+
+func (f *faultyFile) WriteAt(p []byte, off int64) (int, error) {
+	if err := f.fs.check(OpWrite, f.name); err != nil {
+		return 0, err
+	}
+	return f.file.WriteAt(p, off)
+}
+
+func (f *faultyFile) Datasync() error {
+	if err := f.fs.check(OpSync, f.name); err != nil {
+		return err
+	}
+	return f.file.Datasync()
 }
 
 func (f *faultyFile) Sync() error {

@@ -38,6 +38,7 @@ type memNode struct {
 	data      []byte // current contents
 	synced    []byte // contents as of the last Sync
 	dirtyFrom int
+	shrunk    bool // cut below its synced length since the last Sync
 }
 
 var _ FS = (*MemFS)(nil)
@@ -59,6 +60,7 @@ func newDirNode() *memNode {
 func (n *memNode) sync() {
 	n.synced = append(n.synced[:n.dirtyFrom], n.data[n.dirtyFrom:]...)
 	n.dirtyFrom = len(n.data)
+	n.shrunk = false
 }
 
 // writeAt writes p at offset off, extending the file with zeros if off is
@@ -78,6 +80,7 @@ func (n *memNode) resize(size int) {
 	if size <= old {
 		n.data = n.data[:size]
 		n.dirtyFrom = min(n.dirtyFrom, size)
+		n.shrunk = n.shrunk || size < len(n.synced)
 		return
 	}
 	n.data = append(n.data, make([]byte, size-old)...)
@@ -143,8 +146,17 @@ func (m *MemFS) lookupFile(op, name string) (*memNode, error) {
 	return n, nil
 }
 
-// openWrite implements Create and OpenAppend.
-func (m *MemFS) openWrite(op, name string, truncate bool) (File, error) {
+// How openWrite opens a file.
+type writeOpen int
+
+const (
+	openCreate   writeOpen = iota // create or truncate
+	openAppend                    // create if missing, write at the end
+	openExisting                  // must exist, write from offset 0
+)
+
+// openWrite implements Create, OpenAppend and OpenWrite.
+func (m *MemFS) openWrite(op, name string, how writeOpen) (File, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	dir, base, err := m.lookupParent(op, name)
@@ -153,22 +165,27 @@ func (m *MemFS) openWrite(op, name string, truncate bool) (File, error) {
 	}
 	n, ok := dir.children[base]
 	switch {
+	case !ok && how == openExisting:
+		return nil, pathErr(op, name, fs.ErrNotExist)
 	case !ok:
 		n = &memNode{}
 		dir.children[base] = n
 	case n.isDir:
 		return nil, pathErr(op, name, syscall.EISDIR)
-	case truncate:
+	case how == openCreate:
 		n.resize(0)
 	}
-	return &memFile{fs: m, node: n, name: name, mode: modeWrite, append: !truncate}, nil
+	return &memFile{fs: m, node: n, name: name, mode: modeWrite, append: how == openAppend}, nil
 }
 
 // Create implements FS.
-func (m *MemFS) Create(name string) (File, error) { return m.openWrite("create", name, true) }
+func (m *MemFS) Create(name string) (File, error) { return m.openWrite("create", name, openCreate) }
 
 // OpenAppend implements FS.
-func (m *MemFS) OpenAppend(name string) (File, error) { return m.openWrite("open", name, false) }
+func (m *MemFS) OpenAppend(name string) (File, error) { return m.openWrite("open", name, openAppend) }
+
+// OpenWrite implements FS.
+func (m *MemFS) OpenWrite(name string) (File, error) { return m.openWrite("open", name, openExisting) }
 
 // Open implements FS.
 func (m *MemFS) Open(name string) (File, error) {

@@ -21,7 +21,7 @@ type memFile struct {
 	name   string
 	mode   fileMode
 	append bool // every write goes to the end of the file
-	pos    int  // offset of the next read or write
+	pos    int  // offset of the next read or write (not moved by WriteAt)
 	closed bool
 }
 
@@ -61,6 +61,25 @@ func (f *memFile) Write(p []byte) (int, error) {
 	f.pos += len(p)
 	return len(p), nil
 }
+
+func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if f.closed {
+		return 0, pathErr("write", f.name, fs.ErrClosed)
+	}
+	if f.mode != modeWrite || f.append {
+		return 0, pathErr("write", f.name, syscall.EBADF)
+	}
+	if off < 0 {
+		return 0, pathErr("write", f.name, syscall.EINVAL)
+	}
+	f.node.writeAt(int(off), p)
+	return len(p), nil
+}
+
+// Datasync is Sync: a MemFS file has no times to leave out.
+func (f *memFile) Datasync() error { return f.Sync() }
 
 func (f *memFile) Sync() error {
 	f.fs.mu.Lock()

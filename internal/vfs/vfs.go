@@ -3,16 +3,25 @@ package vfs
 import "io"
 
 // File is an open file. Which methods work depends on how it was opened:
-// files from FS.Create and FS.OpenAppend are write-only, files from FS.Open
-// are read-only.
+// files from FS.Create, FS.OpenWrite and FS.OpenAppend are write-only,
+// files from FS.Open are read-only, and WriteAt works on files from
+// FS.Create and FS.OpenWrite only.
 type File interface {
 	io.Reader
 	io.Writer
+	io.WriterAt
 	io.Closer
 
 	// Sync makes the file's contents durable. It does not make the file's
 	// directory entry durable; see FS.SyncDir.
 	Sync() error
+
+	// Datasync makes the file's contents durable like Sync, and its size,
+	// but not its times (fdatasync(2)). Rewriting bytes that are already
+	// durable and then calling Datasync changes no metadata at all, so a
+	// file system need not commit its journal: the cheap sync a log gets
+	// from writing into space it prepared.
+	Datasync() error
 }
 
 // FS is a hierarchical file system. Names are slash-separated paths; an FS
@@ -26,6 +35,11 @@ type FS interface {
 	// OpenAppend opens the named file for writing at its end, creating it
 	// if it does not exist.
 	OpenAppend(name string) (File, error)
+
+	// OpenWrite opens the named file, which must exist, for writing
+	// without truncating it: Write starts at offset 0, WriteAt writes
+	// anywhere.
+	OpenWrite(name string) (File, error)
 
 	// Open opens the named file for reading.
 	Open(name string) (File, error)

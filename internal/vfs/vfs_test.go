@@ -41,6 +41,7 @@ func testFS(t *testing.T, newFS func(t *testing.T) (FS, string)) {
 		{"CreateWriteRead", testCreateWriteRead},
 		{"CreateTruncates", testCreateTruncates},
 		{"OpenAppend", testOpenAppend},
+		{"OpenWriteAt", testOpenWriteAt},
 		{"NotExist", testNotExist},
 		{"Remove", testRemove},
 		{"Rename", testRename},
@@ -162,6 +163,47 @@ func testOpenAppend(t *testing.T, fsys FS, dir string) {
 	}
 }
 
+// testOpenWriteAt: OpenWrite keeps the contents, Write starts at 0,
+// WriteAt writes where it is told (past the end too), and Datasync keeps
+// what was written; WriteAt on an appending file is refused.
+func testOpenWriteAt(t *testing.T, fsys FS, dir string) {
+	name := filepath.Join(dir, "f")
+	writeFile(t, fsys, name, []byte("0123456789"))
+	f, err := fsys.OpenWrite(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte("ab")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("XY"), 5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("end"), 12); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte("c")); err != nil { // WriteAt did not move the offset
+		t.Fatal(err)
+	}
+	if err := f.Datasync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(readFile(t, fsys, name)), "abc34XY789\x00\x00end"; got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	a, err := fsys.OpenAppend(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, err := a.WriteAt([]byte("no"), 0); err == nil {
+		t.Error("WriteAt on a file opened for appending succeeded")
+	}
+}
+
 func testNotExist(t *testing.T, fsys FS, dir string) {
 	missing := filepath.Join(dir, "missing")
 	checks := map[string]error{}
@@ -170,6 +212,7 @@ func testNotExist(t *testing.T, fsys FS, dir string) {
 	_, checks["ReadDir"] = fsys.ReadDir(missing)
 	_, checks["Create in missing dir"] = fsys.Create(filepath.Join(missing, "f"))
 	_, checks["OpenAppend in missing dir"] = fsys.OpenAppend(filepath.Join(missing, "f"))
+	_, checks["OpenWrite"] = fsys.OpenWrite(missing)
 	checks["Remove"] = fsys.Remove(missing)
 	checks["Rename"] = fsys.Rename(missing, filepath.Join(dir, "other"))
 	checks["Truncate"] = fsys.Truncate(missing, 0)

@@ -113,8 +113,13 @@ func (s *crashSim) crash() {
 }
 
 func (s *crashSim) options() Options {
+	prealloc := int64(-1) // a segment that grows with every sync
+	if s.rng.IntN(4) != 0 {
+		prealloc = 1 + s.rng.Int64N(4096) // zeros ahead, written again often
+	}
 	return Options{
 		SegmentSize: 64 + s.rng.Int64N(2048),
+		Preallocate: prealloc,
 		Logger:      quiet,
 		bufferSize:  16 + s.rng.IntN(1024), // bufio's minimum is 16
 	}

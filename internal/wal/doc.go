@@ -36,6 +36,14 @@
 // Options.SegmentSize by at most one record before the log moves on to a
 // new one; a record never spans two segments.
 //
+// The last segment also holds zeros written ahead of its records
+// (Options.Preallocate), and the log syncs with fdatasync, so that a sync
+// rewrites space the file system already holds and commits no metadata. A
+// record header of sixteen zero bytes is where the records end. When the
+// log moves on to a new segment, it cuts the zeros off the old one and
+// syncs that first, so every segment but the last ends with its last
+// record.
+//
 // # Recovery rule
 //
 // Before a new segment is created, the previous one is synced (and its
@@ -46,7 +54,10 @@
 //     has an absurd length, fails its CRC or carries the wrong lsn, is a
 //     torn write of records that were never synced. Open truncates the
 //     segment at the last good record, logs at Warn what it cut, and
-//     appends from there. A last segment whose header is torn is rewritten
+//     appends from there. The zeros written ahead end the records without
+//     a warning, and are cut too: whatever follows the last record goes,
+//     so that bytes of a torn write beyond a lost header are never read
+//     as records once new ones are written in front of them. A last segment whose header is torn is rewritten
 //     empty, keeping its name so that LSNs continue from it.
 //   - Damage anywhere else, in any segment but the last, or a segment whose
 //     first lsn does not follow on from the segment before it, means

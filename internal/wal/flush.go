@@ -33,6 +33,9 @@ func (l *Log) Flush() (Flushed, error) {
 		return Flushed{}, err
 	}
 	name := l.current().name
+	if err := l.prepare(); err != nil {
+		return Flushed{}, l.fail(err)
+	}
 	if err := l.bw.Flush(); err != nil {
 		return Flushed{}, l.fail(fmt.Errorf("write segment %s: %w", name, err))
 	}
@@ -55,7 +58,7 @@ func (l *Log) SyncFlushed(p Flushed) error {
 	if p.f == nil || p.lsn <= l.syncedLSN.Load() {
 		return nil
 	}
-	if err := p.f.Sync(); err != nil {
+	if err := p.f.Datasync(); err != nil {
 		if p.lsn <= l.syncedLSN.Load() {
 			return nil // the owner synced and closed the segment meanwhile
 		}

@@ -25,7 +25,7 @@ func FuzzLogOpen(f *testing.F) {
 		}
 		writeAll(t, mem, filepath.Join("wal", segmentName(1)), data)
 
-		opts := Options{SegmentSize: 1 << 10, Logger: quiet, bufferSize: 512}
+		opts := Options{SegmentSize: 1 << 10, Preallocate: 700, Logger: quiet, bufferSize: 512}
 		l, err := Open(mem, "wal", opts)
 		if errors.Is(err, ErrCorrupt) {
 			t.Fatalf("Open of a single segment reported corruption: %v", err)

@@ -3,6 +3,7 @@ package wal
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"log/slog"
 	"path/filepath"
 	"sync/atomic"
@@ -14,11 +15,25 @@ import (
 // zero.
 const DefaultSegmentSize = 64 << 20
 
+// DefaultPreallocate is how far ahead of its records the last segment is
+// written with zeros when Options.Preallocate is zero.
+const DefaultPreallocate = 1 << 20
+
 // Options configure a Log.
 type Options struct {
 	// SegmentSize is the size past which the log moves on to a new
 	// segment file. Zero means DefaultSegmentSize.
 	SegmentSize int64
+
+	// Preallocate is how many bytes of zeros the last segment keeps
+	// written ahead of its records. A sync then rewrites space the file
+	// system already holds, and with fdatasync commits no metadata: on
+	// ext4 that halves the cost of a sync. The zeros are written again
+	// whenever fewer than half remain, and made durable by the next sync;
+	// that sync alone pays for the file's growth. Zero means
+	// DefaultPreallocate; a negative value writes no zeros, and the
+	// segment grows with every sync.
+	Preallocate int64
 
 	// Logger receives a warning whenever Open cuts a torn tail off the
 	// log. Nil means slog.Default().
@@ -51,6 +66,7 @@ type Log struct {
 	f        vfs.File  // the last segment, open for appending
 	bw       *bufio.Writer
 	segSize  int64 // bytes in the last segment, counting those still in bw
+	allocEnd int64 // the last segment file's size: its records, then zeros
 	dirDirty bool  // a segment was created since the directory was last synced
 	hdr      [recordHeaderSize]byte
 	err      error // the write or sync failure that stopped the Log
@@ -73,6 +89,9 @@ type Log struct {
 func Open(fsys vfs.FS, dir string, opts Options) (*Log, error) {
 	if opts.SegmentSize <= 0 {
 		opts.SegmentSize = DefaultSegmentSize
+	}
+	if opts.Preallocate == 0 {
+		opts.Preallocate = DefaultPreallocate
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -119,15 +138,18 @@ func (l *Log) open() error {
 	l.syncedLSN.Store(last)
 	tail := segs[len(segs)-1]
 	path := l.path(tail.name)
-
+	size, err := l.fs.Size(path)
+	if err != nil {
+		return fmt.Errorf("stat segment %s: %w", tail.name, err)
+	}
+	end := size
 	if damage != nil {
-		size, err := l.fs.Size(path)
-		if err != nil {
-			return fmt.Errorf("stat segment %s: %w", tail.name, err)
+		end = damage.off
+		if !damage.zeros {
+			l.logger.Warn("wal: cutting torn tail off the log",
+				"dir", l.dir, "segment", tail.name, "offset", damage.off,
+				"bytes", size-damage.off, "last_lsn", last, "reason", damage.reason)
 		}
-		l.logger.Warn("wal: cutting torn tail off the log",
-			"dir", l.dir, "segment", tail.name, "offset", damage.off,
-			"bytes", size-damage.off, "last_lsn", last, "reason", damage.reason)
 		if damage.off < int64(segmentHeaderSize) {
 			// Not even the header survived: start the segment afresh under
 			// the same name, which carries the lsns on.
@@ -137,27 +159,61 @@ func (l *Log) open() error {
 			}
 			return l.Sync()
 		}
-		if err := l.fs.Truncate(path, damage.off); err != nil {
-			return fmt.Errorf("truncate segment %s to %d bytes: %w", tail.name, damage.off, err)
+	}
+	// Whatever follows the last record goes, zeros written ahead
+	// included: bytes of a torn write beyond them must never be read as
+	// records once new ones are written in front of them.
+	if end < size {
+		if err := l.fs.Truncate(path, end); err != nil {
+			return fmt.Errorf("truncate segment %s to %d bytes: %w", tail.name, end, err)
 		}
 	}
 
 	l.segments = segs
-	f, err := l.fs.OpenAppend(path)
+	f, err := l.fs.OpenWrite(path)
 	if err != nil {
 		return fmt.Errorf("open segment %s: %w", tail.name, err)
 	}
-	l.f = f
-	l.bw.Reset(f)
-	if l.segSize, err = l.fs.Size(path); err != nil {
-		return fmt.Errorf("stat segment %s: %w", tail.name, err)
-	}
-	if damage != nil {
+	l.attach(f, end)
+	if end < size {
 		// Make the truncation durable before anything is appended after it.
 		if err := f.Sync(); err != nil {
 			return fmt.Errorf("sync segment %s: %w", tail.name, err)
 		}
 	}
+	return nil
+}
+
+// attach makes f, a segment file of size bytes ending with its last
+// record, the one appended to.
+func (l *Log) attach(f vfs.File, size int64) {
+	l.f = f
+	l.bw.Reset(io.NewOffsetWriter(f, size))
+	l.segSize = size
+	l.allocEnd = size
+}
+
+// zeros is what prepare writes ahead of the records; never written to.
+var zeros = make([]byte, 64<<10)
+
+// prepare writes zeros ahead of the records once fewer than half of
+// Options.Preallocate bytes of them remain in the last segment. They are
+// written past everything appended (segSize counts the bytes still in bw),
+// so never over a record.
+func (l *Log) prepare() error {
+	want := l.opts.Preallocate
+	if want <= 0 || l.allocEnd-l.segSize >= want/2 {
+		return nil
+	}
+	off := max(l.allocEnd, l.segSize)
+	for end := l.segSize + want; off < end; {
+		n := min(int64(len(zeros)), end-off)
+		if _, err := l.f.WriteAt(zeros[:n], off); err != nil {
+			return fmt.Errorf("write zeros ahead in segment %s at %d: %w", l.current().name, off, err)
+		}
+		off += n
+	}
+	l.allocEnd = off
 	return nil
 }
 
@@ -242,10 +298,13 @@ func (l *Log) Sync() error {
 		return nil
 	}
 	name := l.current().name
+	if err := l.prepare(); err != nil {
+		return l.fail(err)
+	}
 	if err := l.bw.Flush(); err != nil {
 		return l.fail(fmt.Errorf("write segment %s: %w", name, err))
 	}
-	if err := l.f.Sync(); err != nil {
+	if err := l.f.Datasync(); err != nil {
 		return l.fail(fmt.Errorf("sync segment %s: %w", name, err))
 	}
 	if l.dirDirty {
@@ -260,14 +319,24 @@ func (l *Log) Sync() error {
 	return nil
 }
 
-// roll syncs and closes the current segment and starts a new one. The
-// recovery rule depends on the order: a segment is created only once every
-// segment before it is durable, entry and all.
+// roll syncs the current segment, cuts the zeros written ahead off it,
+// closes it and starts a new one. The recovery rule depends on the order:
+// a segment is created only once every segment before it is durable,
+// entry and all, and ends with its last record.
 func (l *Log) roll() error {
 	if err := l.Sync(); err != nil {
 		return err
 	}
 	name := l.current().name
+	if l.allocEnd > l.segSize {
+		if err := l.fs.Truncate(l.path(name), l.segSize); err != nil {
+			return fmt.Errorf("cut zeros off segment %s: %w", name, err)
+		}
+		if err := l.f.Sync(); err != nil {
+			return fmt.Errorf("sync segment %s: %w", name, err)
+		}
+		l.allocEnd = l.segSize
+	}
 	f := l.f
 	l.f = nil
 	if err := f.Close(); err != nil {
@@ -285,8 +354,7 @@ func (l *Log) startSegment(first uint64) error {
 	if err != nil {
 		return fmt.Errorf("create segment %s: %w", name, err)
 	}
-	l.f = f
-	l.bw.Reset(f)
+	l.attach(f, 0)
 	l.segments = append(l.segments, segment{first: first, name: name})
 	l.dirDirty = true
 	var hdr [segmentHeaderSize]byte

@@ -181,8 +181,9 @@ func TestRoundTripAcrossSegments(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// A segment passes SegmentSize by less than one record.
-			if size >= 4<<10+recordHeaderSize+300+8 {
+			// A segment passes SegmentSize by less than one record; the
+			// last one also holds the zeros written ahead of its records.
+			if i < len(segs)-1 && size >= 4<<10+recordHeaderSize+300+8 {
 				t.Errorf("segment %s holds %d bytes", seg.name, size)
 			}
 		}
@@ -249,7 +250,10 @@ func TestReplayStopsOnCallbackError(t *testing.T) {
 func cutLog(t *testing.T, wantLast uint64, damage func(seg []byte) []byte) {
 	t.Helper()
 	mem := vfs.NewMem()
-	l := openLog(t, mem, "wal", Options{})
+	// Written without zeros ahead, so that the segment ends with its last
+	// record and damage can be placed from the end; the reopened log
+	// writes zeros ahead again.
+	l := openLog(t, mem, "wal", Options{Preallocate: -1})
 	appendRange(t, l, 1, 20, 5)
 	mustClose(t, l)
 	name := filepath.Join("wal", segmentName(1))
@@ -297,9 +301,37 @@ func TestTornTailFlippedByte(t *testing.T) {
 	})
 }
 
-func TestTornTailZeros(t *testing.T) {
-	// A file system may extend a file with zeros that were never written.
-	cutLog(t, 20, func(seg []byte) []byte { return append(seg, make([]byte, 4096)...) })
+// TestZerosAfterRecords: zeros after the last record (written ahead by the
+// log, or a file system's extension never written) end the log without a
+// warning, every record survives, and appends go where the zeros were.
+func TestZerosAfterRecords(t *testing.T) {
+	for _, zeros := range []int{4096, recordHeaderSize, 3} {
+		mem := vfs.NewMem()
+		l := openLog(t, mem, "wal", Options{Preallocate: -1})
+		appendRange(t, l, 1, 20, 5)
+		mustClose(t, l)
+		name := filepath.Join("wal", segmentName(1))
+		end := len(readAll(t, mem, name))
+		writeAll(t, mem, name, append(readAll(t, mem, name), make([]byte, zeros)...))
+
+		var logged bytes.Buffer
+		l = openLog(t, mem, "wal", Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+		if l.LastLSN() != 20 {
+			t.Fatalf("%d zeros: LastLSN %d, want 20", zeros, l.LastLSN())
+		}
+		if zeros >= recordHeaderSize && logged.Len() != 0 {
+			t.Errorf("%d zeros: logged %q, want nothing", zeros, logged.String())
+		}
+		appendRange(t, l, 21, 30, 4)
+		mustClose(t, l)
+		seg := readAll(t, mem, name)
+		if got := binary.LittleEndian.Uint64(seg[end+8:]); got != 21 {
+			t.Errorf("%d zeros: the record after lsn 20 carries lsn %d, want 21", zeros, got)
+		}
+		l = openLog(t, mem, "wal", Options{})
+		checkReplay(t, l, 0, 30)
+		mustClose(t, l)
+	}
 }
 
 func TestTornTailAbsurdLength(t *testing.T) {
@@ -634,4 +666,38 @@ func TestAppendDoesNotAllocate(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("Append allocates %v times per batch", allocs)
 	}
+}
+
+// TestZerosAheadKeptAndCut: the last segment keeps between half and all of
+// Preallocate bytes of zeros after its records, topped up as records fill
+// it, and a segment the log has moved on from ends with its last record.
+func TestZerosAheadKeptAndCut(t *testing.T) {
+	eachFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
+		const ahead = 8 << 10
+		l := openLog(t, fsys, dir, Options{SegmentSize: 64 << 10, Preallocate: ahead})
+		for lsn := uint64(1); lsn <= 400; lsn++ {
+			appendRange(t, l, lsn, lsn, 1)
+			size, err := fsys.Size(filepath.Join(dir, l.current().name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if zeros := size - l.segSize; zeros < ahead/2 || zeros > ahead {
+				t.Fatalf("after lsn %d: %d bytes after the records, want %d to %d", lsn, zeros, ahead/2, ahead)
+			}
+		}
+		mustClose(t, l)
+		segs := segmentFiles(t, fsys, dir)
+		if len(segs) < 2 {
+			t.Fatalf("%d segments, want several", len(segs))
+		}
+		for _, seg := range segs[:len(segs)-1] {
+			data := readAll(t, fsys, filepath.Join(dir, seg.name))
+			if tail := data[len(data)-recordHeaderSize:]; bytes.Equal(tail, make([]byte, recordHeaderSize)) {
+				t.Errorf("segment %s, not the last, ends with zeros", seg.name)
+			}
+		}
+		l = openLog(t, fsys, dir, Options{SegmentSize: 64 << 10, Preallocate: ahead})
+		defer mustClose(t, l)
+		checkReplay(t, l, 0, 400)
+	})
 }

@@ -62,6 +62,9 @@ func (l *Log) replaySegment(seg segment, br *bufio.Reader, after, last uint64, n
 		if err == io.EOF {
 			return nil
 		}
+		if d, ok := err.(*damageError); ok && d.zeros && *next > last {
+			return nil // the zeros written ahead of the last segment's records
+		}
 		if err != nil {
 			return fmt.Errorf("replay segment %s: %w", seg.name, err)
 		}
@@ -78,5 +81,8 @@ func (l *Log) replaySegment(seg segment, br *bufio.Reader, after, last uint64, n
 			return err
 		}
 		*next = lsn + 1
+		if lsn == last {
+			return nil // what follows is zeros written ahead, or records appended since
+		}
 	}
 }

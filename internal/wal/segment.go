@@ -81,6 +81,7 @@ func appendSegmentHeader(b []byte) []byte {
 type damageError struct {
 	off    int64 // offset of the first invalid byte
 	reason string
+	zeros  bool // a header of zeros: the space written ahead of the records
 }
 
 func (e *damageError) Error() string {
@@ -151,6 +152,9 @@ func (s *segmentReader) nextRecord() (lsn uint64, rec []byte, err error) {
 	}
 	if _, err := io.ReadFull(s.r, s.hdr[:]); err != nil {
 		return 0, nil, fmt.Errorf("read segment %s at offset %d: %w", s.name, s.off, err)
+	}
+	if s.hdr == ([recordHeaderSize]byte{}) {
+		return 0, nil, &damageError{off: s.off, reason: "zeros written ahead of the records", zeros: true}
 	}
 	length, crc, lsn := decodeRecordHeader(&s.hdr)
 	if length > MaxRecordSize {

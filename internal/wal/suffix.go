@@ -61,14 +61,14 @@ func (l *Log) TruncateAfter(lsn uint64) error {
 	if err := l.fs.Truncate(path, off); err != nil {
 		return l.fail(fmt.Errorf("truncate segment %s to %d bytes: %w", seg.name, off, err))
 	}
-	if l.f, err = l.fs.OpenAppend(path); err != nil {
+	f, err = l.fs.OpenWrite(path)
+	if err != nil {
 		return l.fail(fmt.Errorf("open segment %s: %w", seg.name, err))
 	}
-	l.bw.Reset(l.f)
+	l.attach(f, off)
 	if err := l.f.Sync(); err != nil {
 		return l.fail(fmt.Errorf("sync segment %s: %w", seg.name, err))
 	}
-	l.segSize = off
 	l.lastLSN.Store(lsn)
 	if l.syncedLSN.Load() > lsn {
 		l.syncedLSN.Store(lsn)
