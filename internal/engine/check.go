@@ -43,9 +43,8 @@ func (e *Engine) check(store func() error) error {
 		if x == nil || x.dir == nil {
 			return fmt.Errorf("dir %d has no entries", d.Ino)
 		}
-		x.dir.each(func(nameb []byte, slot uint32) bool {
-			name := string(nameb)
-			if checkSyntax(name) != nil || checkLen(name) != nil || isDot(name) {
+		x.dir.each(func(name []byte, slot uint32) bool {
+			if !validEntryName(name) {
 				err = fmt.Errorf("dir %d: bad entry name %q", d.Ino, name)
 				return false
 			}

@@ -303,6 +303,9 @@ type decoder struct {
 	// inode numbers are dense enough, maps a local inode number to its
 	// slot (load.go); nil: the inode index does.
 	dense []uint32
+	// nameGuess is the bytes a name (with its length byte) of the last
+	// directory read took, for sizing the next one's (load_parallel.go).
+	nameGuess int
 }
 
 func (d *decoder) uint() uint64 {

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 )
 
@@ -50,6 +51,15 @@ type entRec struct {
 	first, last bool
 	names       []byte // each name as its length (1 byte) and its bytes
 	kids        []Ino
+}
+
+// size gives r room for the next left entries of its directory, up to a
+// part's worth, guessing perName bytes a name (with its length byte), so
+// that reading them grows nothing when the guess holds.
+func (r *entRec) size(left uint64, perName int) {
+	n := int(min(left, loadBatchEntries))
+	r.kids = make([]Ino, 0, n)
+	r.names = make([]byte, 0, n*max(perName, 2))
 }
 
 // loadBatchOf is what the parser hands over at a time: nodes or entries,
@@ -161,6 +171,7 @@ func (d *decoder) readEntries(put func(*entRec) bool) {
 		return
 	}
 	r := &entRec{dir: ino, count: nc, first: true}
+	r.size(nc, d.nameGuess)
 	for i := uint64(0); i < nc && d.err == nil; i++ {
 		k := d.uint()
 		if d.err == nil && (k == 0 || k > MaxNameLen) {
@@ -183,11 +194,16 @@ func (d *decoder) readEntries(put func(*entRec) bool) {
 		}
 		r.kids = append(r.kids, child)
 		if len(r.kids) == loadBatchEntries && i+1 < nc {
+			d.nameGuess = len(r.names) / len(r.kids)
 			if !put(r) {
 				return
 			}
 			r = &entRec{dir: ino}
+			r.size(nc-i-1, d.nameGuess)
 		}
+	}
+	if len(r.kids) > 0 {
+		d.nameGuess = len(r.names) / len(r.kids)
 	}
 	r.last = d.err == nil
 	put(r)
@@ -201,6 +217,11 @@ func (d *decoder) buildEntries(e *Engine, r *entRec) {
 		return
 	}
 	dir := e.st.extraOf(n).dir
+	if r.first && r.last {
+		// The whole directory is in this part: its buffer takes exactly
+		// the names and a 4-byte slot each, in one allocation.
+		dir.buf = slices.Grow(dir.buf, len(r.names)+4*len(r.kids))
+	}
 	names := r.names
 	for _, child := range r.kids {
 		k := int(names[0])

@@ -17,6 +17,13 @@ type owners struct {
 	refs  []uint64
 	ids   map[owner]uint32
 	free  []uint32
+
+	// The triple refIn found last, and its id, so that a run of nodes of
+	// one owner (a load, a tree of one user's files) skips the map;
+	// cleared when that id is released.
+	last    owner
+	lastID  uint32
+	hasLast bool
 }
 
 type owner struct {
@@ -35,6 +42,10 @@ func (o *owners) refIn(uid, gid uint32, region Ino) uint32 {
 		o.ids = map[owner]uint32{{}: 0}
 	}
 	p := owner{uid, gid, region}
+	if o.hasLast && o.last == p {
+		o.refs[o.lastID]++
+		return o.lastID
+	}
 	id, ok := o.ids[p]
 	if !ok {
 		if k := len(o.free); k > 0 {
@@ -49,6 +60,7 @@ func (o *owners) refIn(uid, gid uint32, region Ino) uint32 {
 		o.ids[p] = id
 	}
 	o.refs[id]++
+	o.last, o.lastID, o.hasLast = p, id, true
 	return id
 }
 
@@ -61,6 +73,9 @@ func (o *owners) unref(id uint32) {
 	if o.refs[id] == 0 && id != 0 {
 		delete(o.ids, o.pairs[id])
 		o.free = append(o.free, id)
+		if o.hasLast && o.lastID == id {
+			o.hasLast = false
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"strings"
 	"syscall"
 )
@@ -33,6 +34,15 @@ func checkLen(name string) error {
 }
 
 func isDot(name string) bool { return name == "." || name == ".." }
+
+// validEntryName reports whether name may be a directory entry: what
+// checkSyntax, checkLen and isDot accept, for a name held as bytes (Check
+// looks at every entry, and makes no string of each).
+func validEntryName(name []byte) bool {
+	return len(name) > 0 && len(name) <= MaxNameLen &&
+		bytes.IndexByte(name, '/') < 0 && bytes.IndexByte(name, 0) < 0 &&
+		string(name) != "." && string(name) != ".."
+}
 
 // checkPath validates a whole path: shorter than MaxPathLen bytes, which
 // counts the terminating NUL as Linux does (ENAMETOOLONG), not empty
