@@ -183,9 +183,10 @@ func TestCrashIsIndependent(t *testing.T) {
 	must(t, m.SyncDir("/"))
 	c := m.Crash()
 
-	g, err := c.OpenAppend("f")
+	g, err := c.OpenWrite("f")
 	must(t, err)
-	mustWrite(t, g, "from crash")
+	_, err = g.WriteAt([]byte("from crash"), 1)
+	must(t, err)
 	mustWrite(t, f, "from original")
 	must(t, f.Sync())
 	if got, _ := contents(t, c, "f"); got != "xfrom crash" {

@@ -31,10 +31,6 @@ func (diskFS) Create(name string) (File, error) {
 	return openFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
 }
 
-func (diskFS) OpenAppend(name string) (File, error) {
-	return openFile(name, os.O_WRONLY|os.O_CREATE|os.O_APPEND)
-}
-
 func (diskFS) OpenWrite(name string) (File, error) { return openFile(name, os.O_WRONLY) }
 
 func (diskFS) Open(name string) (File, error) { return openFile(name, os.O_RDONLY) }

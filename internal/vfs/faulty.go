@@ -10,21 +10,20 @@ type Op string
 
 // The operations FaultyFS reports to its inject function.
 const (
-	OpCreate     Op = "create"
-	OpOpenAppend Op = "openappend"
-	OpOpenWrite  Op = "openwrite"
-	OpOpen       Op = "open"
-	OpRemove     Op = "remove"
-	OpRename     Op = "rename" // name is the old name
-	OpMkdirAll   Op = "mkdirall"
-	OpReadDir    Op = "readdir"
-	OpSyncDir    Op = "syncdir"
-	OpSize       Op = "size"
-	OpTruncate   Op = "truncate"
-	OpRead       Op = "read"  // File.Read
-	OpWrite      Op = "write" // File.Write and File.WriteAt
-	OpSync       Op = "sync"  // File.Sync and File.Datasync
-	OpClose      Op = "close" // File.Close
+	OpCreate    Op = "create"
+	OpOpenWrite Op = "openwrite"
+	OpOpen      Op = "open"
+	OpRemove    Op = "remove"
+	OpRename    Op = "rename" // name is the old name
+	OpMkdirAll  Op = "mkdirall"
+	OpReadDir   Op = "readdir"
+	OpSyncDir   Op = "syncdir"
+	OpSize      Op = "size"
+	OpTruncate  Op = "truncate"
+	OpRead      Op = "read"  // File.Read
+	OpWrite     Op = "write" // File.Write and File.WriteAt
+	OpSync      Op = "sync"  // File.Sync and File.Datasync
+	OpClose     Op = "close" // File.Close
 )
 
 // ErrInjected is a convenient error for an inject function to return.
@@ -71,15 +70,6 @@ func (f *FaultyFS) Create(name string) (File, error) {
 		return nil, err
 	}
 	file, err := f.fs.Create(name)
-	return f.wrap(name, file, err)
-}
-
-// OpenAppend implements FS.
-func (f *FaultyFS) OpenAppend(name string) (File, error) {
-	if err := f.check(OpOpenAppend, name); err != nil {
-		return nil, err
-	}
-	file, err := f.fs.OpenAppend(name)
 	return f.wrap(name, file, err)
 }
 

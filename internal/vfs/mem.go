@@ -146,17 +146,9 @@ func (m *MemFS) lookupFile(op, name string) (*memNode, error) {
 	return n, nil
 }
 
-// How openWrite opens a file.
-type writeOpen int
-
-const (
-	openCreate   writeOpen = iota // create or truncate
-	openAppend                    // create if missing, write at the end
-	openExisting                  // must exist, write from offset 0
-)
-
-// openWrite implements Create, OpenAppend and OpenWrite.
-func (m *MemFS) openWrite(op, name string, how writeOpen) (File, error) {
+// openWrite implements Create (create: make the file, or empty it) and
+// OpenWrite (the file must exist, and keeps its contents).
+func (m *MemFS) openWrite(op, name string, create bool) (File, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	dir, base, err := m.lookupParent(op, name)
@@ -165,27 +157,24 @@ func (m *MemFS) openWrite(op, name string, how writeOpen) (File, error) {
 	}
 	n, ok := dir.children[base]
 	switch {
-	case !ok && how == openExisting:
+	case !ok && !create:
 		return nil, pathErr(op, name, fs.ErrNotExist)
 	case !ok:
 		n = &memNode{}
 		dir.children[base] = n
 	case n.isDir:
 		return nil, pathErr(op, name, syscall.EISDIR)
-	case how == openCreate:
+	case create:
 		n.resize(0)
 	}
-	return &memFile{fs: m, node: n, name: name, mode: modeWrite, append: how == openAppend}, nil
+	return &memFile{fs: m, node: n, name: name, mode: modeWrite}, nil
 }
 
 // Create implements FS.
-func (m *MemFS) Create(name string) (File, error) { return m.openWrite("create", name, openCreate) }
-
-// OpenAppend implements FS.
-func (m *MemFS) OpenAppend(name string) (File, error) { return m.openWrite("open", name, openAppend) }
+func (m *MemFS) Create(name string) (File, error) { return m.openWrite("create", name, true) }
 
 // OpenWrite implements FS.
-func (m *MemFS) OpenWrite(name string) (File, error) { return m.openWrite("open", name, openExisting) }
+func (m *MemFS) OpenWrite(name string) (File, error) { return m.openWrite("open", name, false) }
 
 // Open implements FS.
 func (m *MemFS) Open(name string) (File, error) {

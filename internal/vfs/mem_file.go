@@ -20,8 +20,7 @@ type memFile struct {
 	node   *memNode
 	name   string
 	mode   fileMode
-	append bool // every write goes to the end of the file
-	pos    int  // offset of the next read or write (not moved by WriteAt)
+	pos    int // offset of the next read or write (not moved by WriteAt)
 	closed bool
 }
 
@@ -54,9 +53,6 @@ func (f *memFile) Write(p []byte) (int, error) {
 	if f.mode != modeWrite {
 		return 0, pathErr("write", f.name, syscall.EBADF)
 	}
-	if f.append {
-		f.pos = len(f.node.data)
-	}
 	f.node.writeAt(f.pos, p)
 	f.pos += len(p)
 	return len(p), nil
@@ -68,7 +64,7 @@ func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
 	if f.closed {
 		return 0, pathErr("write", f.name, fs.ErrClosed)
 	}
-	if f.mode != modeWrite || f.append {
+	if f.mode != modeWrite {
 		return 0, pathErr("write", f.name, syscall.EBADF)
 	}
 	if off < 0 {

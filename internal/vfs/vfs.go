@@ -3,9 +3,8 @@ package vfs
 import "io"
 
 // File is an open file. Which methods work depends on how it was opened:
-// files from FS.Create, FS.OpenWrite and FS.OpenAppend are write-only,
-// files from FS.Open are read-only, and WriteAt works on files from
-// FS.Create and FS.OpenWrite only.
+// files from FS.Create and FS.OpenWrite are write-only, files from FS.Open
+// are read-only.
 type File interface {
 	io.Reader
 	io.Writer
@@ -31,10 +30,6 @@ type FS interface {
 	// Create creates the named file, or truncates it if it exists, and
 	// opens it for writing.
 	Create(name string) (File, error)
-
-	// OpenAppend opens the named file for writing at its end, creating it
-	// if it does not exist.
-	OpenAppend(name string) (File, error)
 
 	// OpenWrite opens the named file, which must exist, for writing
 	// without truncating it: Write starts at offset 0, WriteAt writes

@@ -40,7 +40,6 @@ func testFS(t *testing.T, newFS func(t *testing.T) (FS, string)) {
 	}{
 		{"CreateWriteRead", testCreateWriteRead},
 		{"CreateTruncates", testCreateTruncates},
-		{"OpenAppend", testOpenAppend},
 		{"OpenWriteAt", testOpenWriteAt},
 		{"NotExist", testNotExist},
 		{"Remove", testRemove},
@@ -144,28 +143,9 @@ func testCreateTruncates(t *testing.T, fsys FS, dir string) {
 	}
 }
 
-func testOpenAppend(t *testing.T, fsys FS, dir string) {
-	name := filepath.Join(dir, "f")
-	for _, s := range []string{"one ", "two ", "three"} {
-		f, err := fsys.OpenAppend(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.Write([]byte(s)); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got := readFile(t, fsys, name); string(got) != "one two three" {
-		t.Fatalf("got %q, want %q", got, "one two three")
-	}
-}
-
 // testOpenWriteAt: OpenWrite keeps the contents, Write starts at 0,
 // WriteAt writes where it is told (past the end too), and Datasync keeps
-// what was written; WriteAt on an appending file is refused.
+// what was written.
 func testOpenWriteAt(t *testing.T, fsys FS, dir string) {
 	name := filepath.Join(dir, "f")
 	writeFile(t, fsys, name, []byte("0123456789"))
@@ -194,14 +174,6 @@ func testOpenWriteAt(t *testing.T, fsys FS, dir string) {
 	if got, want := string(readFile(t, fsys, name)), "abc34XY789\x00\x00end"; got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}
-	a, err := fsys.OpenAppend(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	if _, err := a.WriteAt([]byte("no"), 0); err == nil {
-		t.Error("WriteAt on a file opened for appending succeeded")
-	}
 }
 
 func testNotExist(t *testing.T, fsys FS, dir string) {
@@ -211,7 +183,6 @@ func testNotExist(t *testing.T, fsys FS, dir string) {
 	_, checks["Size"] = fsys.Size(missing)
 	_, checks["ReadDir"] = fsys.ReadDir(missing)
 	_, checks["Create in missing dir"] = fsys.Create(filepath.Join(missing, "f"))
-	_, checks["OpenAppend in missing dir"] = fsys.OpenAppend(filepath.Join(missing, "f"))
 	_, checks["OpenWrite"] = fsys.OpenWrite(missing)
 	checks["Remove"] = fsys.Remove(missing)
 	checks["Rename"] = fsys.Rename(missing, filepath.Join(dir, "other"))
@@ -334,22 +305,22 @@ func testSizeTruncate(t *testing.T, fsys FS, dir string) {
 		t.Fatalf("after Truncate up to 6: %q", got)
 	}
 
-	// An append after a truncation lands at the new end.
-	f, err := fsys.OpenAppend(name)
+	// A write at the new end after a truncation extends from there.
+	f, err := fsys.OpenWrite(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := fsys.Truncate(name, 2); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.Write([]byte("xy")); err != nil {
+	if _, err := f.WriteAt([]byte("xy"), 2); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if got := readFile(t, fsys, name); string(got) != "01xy" {
-		t.Fatalf("append after Truncate to 2: %q, want %q", got, "01xy")
+		t.Fatalf("write at 2 after Truncate to 2: %q, want %q", got, "01xy")
 	}
 }
 

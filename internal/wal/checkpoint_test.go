@@ -131,7 +131,7 @@ func TestCheckpointBodyRecheckedAtEnd(t *testing.T) {
 	// Zero the file's end after it was verified, beyond what the reader
 	// has buffered; the open reader sees the change.
 	path := filepath.Join("ckpt", checkpointName(10))
-	f, err := mem.OpenAppend(path)
+	f, err := mem.OpenWrite(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestCheckpointBodyRecheckedAtEnd(t *testing.T) {
 	if err := mem.Truncate(path, keep); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.Write(make([]byte, size+checkpointHeaderSize+checkpointTrailerSize-keep)); err != nil {
+	if _, err := f.WriteAt(make([]byte, size+checkpointHeaderSize+checkpointTrailerSize-keep), keep); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
