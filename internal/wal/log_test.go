@@ -301,6 +301,42 @@ func TestTornTailFlippedByte(t *testing.T) {
 	})
 }
 
+// TestNoRecordBeyondZeros: a record that lies beyond a header of zeros (a
+// torn write whose first sector never reached the disk) is never read
+// back, even once new records are written in front of it and line up with
+// it exactly.
+func TestNoRecordBeyondZeros(t *testing.T) {
+	mem := vfs.NewMem()
+	l := openLog(t, mem, "wal", Options{Preallocate: -1})
+	appendRange(t, l, 1, 20, 5)
+	mustClose(t, l)
+	name := filepath.Join("wal", segmentName(1))
+	seg := readAll(t, mem, name)
+	lost := []byte("the record 21 the crash lost")
+	var hdr [recordHeaderSize]byte
+	stray := payload(22)
+	putRecordHeader(&hdr, 22, stray)
+	seg = append(seg, make([]byte, recordHeaderSize+len(lost))...) // 21, never written
+	seg = append(append(seg, hdr[:]...), stray...)                 // 22, written
+	writeAll(t, mem, name, seg)
+
+	// Without zeros ahead, so that only the cut at Open stands between
+	// the new record and the stray one.
+	l = openLog(t, mem, "wal", Options{Preallocate: -1})
+	if l.LastLSN() != 20 {
+		t.Fatalf("LastLSN %d after the zeros, want 20", l.LastLSN())
+	}
+	if _, err := l.Append(lost); err != nil { // lands where 21 was lost
+		t.Fatal(err)
+	}
+	mustClose(t, l)
+	l = openLog(t, mem, "wal", Options{})
+	defer mustClose(t, l)
+	if l.LastLSN() != 21 {
+		t.Fatalf("LastLSN %d: the stray record 22 came back", l.LastLSN())
+	}
+}
+
 // TestZerosAfterRecords: zeros after the last record (written ahead by the
 // log, or a file system's extension never written) end the log without a
 // warning, every record survives, and appends go where the zeros were.
