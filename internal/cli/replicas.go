@@ -122,7 +122,7 @@ func upReplicated(cmd *cobra.Command, g *globals, dir, listen, metricsListen str
 		if partitions == 1 {
 			pdir = filepath.Join(dir, "meta")
 		}
-		for i, p := range peers {
+		for _, p := range peers {
 			cfg := server.Config{Dir: filepath.Join(pdir, fmt.Sprintf("r%d", p.ID)), Partition: uint16(k), Secret: g.secret,
 				Logger: log.With("partition", k), Storage: publicURL(storeURL), LockTimeout: lockTimeout,
 				Peers: peers, ReplicaID: p.ID, RaftTick: tick, TrashDays: trashDays}
@@ -131,13 +131,6 @@ func upReplicated(cmd *cobra.Command, g *globals, dir, listen, metricsListen str
 				return err
 			}
 			defer stop()
-			if i == 0 {
-				stopGC, err := st.startCollector(storeURL, strings.Join(groups[k], ","), g.secret, "", false, cfg.Partition, cfg.Logger)
-				if err != nil {
-					return err
-				}
-				defer stopGC()
-			}
 			go func() {
 				<-srv.Failed()
 				failed <- fmt.Errorf("partition %d replica %d: %w", k, p.ID, server.ErrFailed)
@@ -146,6 +139,17 @@ func upReplicated(cmd *cobra.Command, g *globals, dir, listen, metricsListen str
 	}
 	if err := layoutGroupTables(g, groups); err != nil {
 		return err
+	}
+	joined := make([]string, len(groups))
+	for k, addrs := range groups {
+		joined[k] = strings.Join(addrs, ",")
+	}
+	for k := range groups {
+		stopGC, err := st.startCollector(storeURL, joined[k], g.secret, "", false, uint16(k), peersOf(k, joined), log.With("partition", k))
+		if err != nil {
+			return err
+		}
+		defer stopGC()
 	}
 	cfg := router.Config{Listen: listen, Root: groups[0], Secret: g.secret, TLS: tlsCfg, Logger: log.With("role", "router")}
 	return runRouter(cmd, cfg, metricsListen, "ready at", failed)

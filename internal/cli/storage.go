@@ -5,9 +5,11 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -80,7 +82,11 @@ func publicURL(raw string) string {
 
 // startCollector opens the object store and runs the collector of
 // partition against the server at addr until the returned stop is called.
-func (s *storageFlags) startCollector(storeURL, addr, secret, token string, useTLS bool, partition uint16, log *slog.Logger) (stop func(), err error) {
+// peers are the addresses of the namespace's other partitions (by
+// partition), whose lists of slices the orphan sweep consults: files
+// renamed there from partition keep its slice ids.
+func (s *storageFlags) startCollector(storeURL, addr, secret, token string, useTLS bool, partition uint16, peers map[uint16]string,
+	log *slog.Logger) (stop func(), err error) {
 	if s.noGC || storeURL == "" {
 		return func() {}, nil
 	}
@@ -106,10 +112,29 @@ func (s *storageFlags) startCollector(storeURL, addr, secret, token string, useT
 		c.Close()
 		return nil, fmt.Errorf("collector: %w", err)
 	}
+	var admins []data.Admin
+	var peerClients []*client.Client
+	closeAll := func() {
+		for _, pc := range peerClients {
+			pc.Close()
+		}
+		c.Close()
+	}
+	for _, part := range slices.Sorted(maps.Keys(peers)) {
+		pc, err := client.Dial(peers[part], opts)
+		if err != nil {
+			cancel()
+			closeAll()
+			return nil, fmt.Errorf("collector: partition %d: %w", part, err)
+		}
+		peerClients = append(peerClients, pc)
+		admins = append(admins, clientdata.Admin(pc, part))
+	}
 	col := data.NewCollector(store, clientdata.Admin(c, partition), data.CollectorConfig{
 		Delay: s.gcDelay, Grace: s.gcGrace, Interval: s.gcInterval, BlockSize: vol.BlockSize,
 		Logger: log.With("component", "collector"),
 		Report: collectorReport(c, partition, log),
+		Peers:  admins,
 	})
 	done := make(chan struct{})
 	go func() {
@@ -121,7 +146,7 @@ func (s *storageFlags) startCollector(storeURL, addr, secret, token string, useT
 		once.Do(func() {
 			cancel()
 			<-done
-			c.Close()
+			closeAll()
 		})
 	}, nil
 }

@@ -53,11 +53,6 @@ func upPartitions(cmd *cobra.Command, g *globals, dir, listen, metricsListen str
 		}
 		defer stop()
 		addrs[k] = addr
-		stopGC, err := st.startCollector(storeURL, addr, g.secret, "", false, cfg.Partition, cfg.Logger)
-		if err != nil {
-			return err
-		}
-		defer stopGC()
 		stopBackups, err := st.backup.start(storeURL, addr, g.secret, false, cfg.Partition, cfg.Logger)
 		if err != nil {
 			return err
@@ -71,8 +66,26 @@ func upPartitions(cmd *cobra.Command, g *globals, dir, listen, metricsListen str
 	if err := layoutTables(g, addrs); err != nil {
 		return err
 	}
+	for k, addr := range addrs {
+		stopGC, err := st.startCollector(storeURL, addr, g.secret, "", false, uint16(k), peersOf(k, addrs), log.With("partition", k))
+		if err != nil {
+			return err
+		}
+		defer stopGC()
+	}
 	cfg := router.Config{Listen: listen, Root: addrs[:1], Secret: g.secret, TLS: tlsCfg, Logger: log.With("role", "router")}
 	return runRouter(cmd, cfg, metricsListen, "ready at", failed)
+}
+
+// peersOf returns the addresses of every partition but k, by partition.
+func peersOf(k int, addrs []string) map[uint16]string {
+	peers := make(map[uint16]string, len(addrs)-1)
+	for j, a := range addrs {
+		if j != k {
+			peers[uint16(j)] = a
+		}
+	}
+	return peers
 }
 
 // startPartition opens and serves one partition on a free loopback port,

@@ -29,6 +29,12 @@ type CollectorConfig struct {
 	BlockSize  int          // default layout.BlockSize
 	Logger     *slog.Logger // default slog.Default()
 	Now        func() time.Time
+	// Peers are the other partitions of the namespace. A file renamed
+	// from this partition to another keeps its slices, whose ids carry
+	// this partition, so the orphan sweep keeps every object that a peer
+	// lists as well. A partition that is not a peer of the sweep must
+	// never receive a file from this one: its objects would be swept.
+	Peers []Admin
 	// Report, if not nil, is called by Run on its goroutine after the
 	// passes worth recording: the first, and every one that collected or
 	// swept anything or failed (a pass that found nothing to do and did
@@ -145,7 +151,7 @@ func (c *Collector) deleteSlice(ctx context.Context, id uint64, size int) error 
 }
 
 // Sweep deletes orphans: objects of this partition older than Grace whose
-// slice no file uses and that is not garbage either. It lists the store
+// slice no file uses and that is not garbage either, here or in a peer. It lists the store
 // before the metadata, so a slice committed during the sweep is seen as
 // used.
 func (c *Collector) Sweep(ctx context.Context) (deleted int, err error) {
@@ -159,7 +165,7 @@ func (c *Collector) Sweep(ctx context.Context) (deleted int, err error) {
 	if err != nil || len(candidates) == 0 {
 		return 0, err
 	}
-	known, err := knownSlices(ctx, c.admin)
+	known, err := c.knownEverywhere(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("sweep: %w", err)
 	}
@@ -200,6 +206,41 @@ func listPartition(ctx context.Context, store object.Store, part uint16, fn func
 			return nil
 		}
 	}
+}
+
+// knownEverywhere returns the slices of this partition that it or any
+// peer knows. The partition is asked before the peers and again after
+// them: a file moving from here to a peer is held here (by the node, then
+// by the rename's committed intent) until the peer has it, and a file
+// moving from a peer to here is held by the peer until it is here, so
+// whichever way a rename runs during the listing, one of the three
+// listings sees its slices.
+func (c *Collector) knownEverywhere(ctx context.Context) (map[uint64]sliceInfo, error) {
+	known, err := knownSlices(ctx, c.admin)
+	if err != nil || len(c.cfg.Peers) == 0 {
+		return known, err
+	}
+	part := c.admin.Partition()
+	merge := func(m map[uint64]sliceInfo) {
+		for id, info := range m {
+			if _, ok := known[id]; !ok && protocol.PartitionOf(id) == part {
+				known[id] = info
+			}
+		}
+	}
+	for _, peer := range c.cfg.Peers {
+		m, err := knownSlices(ctx, peer)
+		if err != nil {
+			return nil, fmt.Errorf("partition %d: %w", peer.Partition(), err)
+		}
+		merge(m)
+	}
+	again, err := knownSlices(ctx, c.admin)
+	if err != nil {
+		return nil, err
+	}
+	merge(again)
+	return known, nil
 }
 
 // sliceInfo is what the metadata says of one slice.

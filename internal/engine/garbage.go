@@ -94,8 +94,12 @@ func (e *Engine) Purge(ids []uint64) {
 
 // ListSlices returns, in id order, up to limit (0: DefaultListSlices; at
 // most MaxListSlices) slice ids greater than after that files use, each
-// once, with its size; eof is set when no more follow. It walks every file
-// of the partition, so it is for fsck, not for a hot path.
+// once, with its size; eof is set when no more follow. Ids of other
+// partitions are listed too (files that came here by a rename across
+// partitions), and so are the slices of a node this partition has sent to
+// another one that has not arrived yet (a committed rename intent's
+// image). It walks every file of the partition, so it is for fsck and
+// the collector's sweep, not for a hot path.
 func (e *Engine) ListSlices(after uint64, limit int) (refs []SliceRef, eof bool) {
 	limit = listLimit(limit)
 	// Keep the smallest ids seen, cutting back to limit+1 (one more tells
@@ -113,6 +117,20 @@ func (e *Engine) ListSlices(after uint64, limit int) (refs []SliceRef, eof bool)
 		if len(refs) >= 4*limit {
 			refs = sortedUnique(refs, limit+1)
 			bound = refs[len(refs)-1].ID
+		}
+	}
+	// A node on its way to another partition is in no file between the
+	// decision at the source and its arrival: its image holds its slices.
+	for _, in := range e.xr.list {
+		if in.Image == nil {
+			continue
+		}
+		for _, ch := range in.Image.Chunks {
+			for _, s := range ch.Slices {
+				if s.ID > after && s.ID <= bound {
+					refs = append(refs, SliceRef{ID: s.ID, Size: s.Size})
+				}
+			}
 		}
 	}
 	refs = sortedUnique(refs, limit+1)

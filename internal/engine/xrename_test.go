@@ -189,3 +189,55 @@ func TestPrepareRefusesWhatCannotMove(t *testing.T) {
 		t.Fatal("a refused prepare left an intent")
 	}
 }
+
+// TestMovingSliceStaysListed: a file's slice is listed by some partition
+// at every step of a rename across partitions (the collector's orphan
+// sweep asks them all before it deletes an object): by the source until
+// its decision, by the source's committed intent until the target has
+// the node, and by the target from then on.
+func TestMovingSliceStaysListed(t *testing.T) {
+	src, dst := New(1, 1), New(2, 1)
+	f, _ := src.Mknod(credRoot, src.Root(), "f", S_IFREG|0o644, 0, 2)
+	id := allocOne(t, src)
+	if _, err := src.Commit(credRoot, f.Ino, []SliceWrite{{Chunk: 0, Slice: Slice{ID: id, Size: 10, Len: 10}}}, 10, 3, 3); err != nil {
+		t.Fatal(err)
+	}
+	lists := func(e *Engine) bool {
+		refs, _ := e.ListSlices(0, 0)
+		for _, r := range refs {
+			if r.ID == id {
+				return true
+			}
+		}
+		return false
+	}
+	step := func(what string, inSrc, inDst bool) {
+		t.Helper()
+		if lists(src) != inSrc || lists(dst) != inDst {
+			t.Fatalf("%s: listed by the source %v (want %v), by the target %v (want %v)", what, lists(src), inSrc, lists(dst), inDst)
+		}
+	}
+	step("before", true, false)
+	xid := XID{9}
+	if _, _, err := src.XPrepareSource(credRoot, xid, src.Root(), "f", 0, 2, 4); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dst.XPrepareTarget(credRoot, xid, dst.Root(), "g", 0, 1, false, 4); err != nil {
+		t.Fatal(err)
+	}
+	img, err := src.XCommitSource(xid, nil, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step("decided, not arrived", true, false)
+	src = reloadEngine(t, src)
+	step("decided, after a checkpoint", true, false)
+	if err := dst.XCommitTarget(xid, img, 6); err != nil {
+		t.Fatal(err)
+	}
+	step("arrived", true, true)
+	if err := src.XForget(xid, 7); err != nil {
+		t.Fatal(err)
+	}
+	step("forgotten at the source", false, true)
+}
