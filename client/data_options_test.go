@@ -15,11 +15,14 @@ func TestDataOptionsMapToConfig(t *testing.T) {
 	var o DataOptions
 	ov := reflect.ValueOf(&o).Elem()
 	for i := range ov.NumField() {
-		if ov.Field(i).Kind() == reflect.String {
+		switch ov.Field(i).Kind() {
+		case reflect.String:
 			ov.Field(i).SetString(fmt.Sprint(100 + i))
-			continue
+		case reflect.Bool:
+			ov.Field(i).SetBool(true)
+		default:
+			ov.Field(i).SetInt(int64(100 + i))
 		}
-		ov.Field(i).SetInt(int64(100 + i))
 	}
 	cv := reflect.ValueOf(o.config())
 	ct := cv.Type()
@@ -28,6 +31,12 @@ func TestDataOptionsMapToConfig(t *testing.T) {
 		f := cv.FieldByName(name)
 		if !f.IsValid() {
 			t.Errorf("DataOptions.%s has no data.Config field", name)
+			continue
+		}
+		if f.Kind() == reflect.Bool {
+			if !f.Bool() {
+				t.Errorf("config: %s not handed over", name)
+			}
 			continue
 		}
 		if f.Kind() == reflect.String {

@@ -20,6 +20,7 @@ import (
 func init() {
 	hook.Meta = func(c any) data.Meta { return (*dataPath)(c.(*Client)) }
 	hook.Admin = func(c any, part uint16) data.Admin { return c.(*Client).dataAdmin(part) }
+	hook.InlineAdmin = func(c any, part uint16) data.InlineAdmin { return c.(*Client).dataAdmin(part) }
 	hook.Volume = func(ctx context.Context, c any) (*data.Volume, error) { return c.(*Client).dataVolume(ctx) }
 	hook.SetStore = func(opts any, store object.Store) { opts.(*Options).store = store }
 }
@@ -47,6 +48,12 @@ type DataOptions struct {
 	CacheDir string
 	// CacheDirBytes bounds CacheDir; default DefaultCacheDirBytes (1 GiB).
 	CacheDirBytes int64
+	// NoInline stores the bytes of every file as objects before its
+	// commit. By default a small file written whole (at most
+	// Volume.InlineMax bytes) goes to the service with its commit, in one
+	// call that waits for no object store, and the service's flusher
+	// stores its objects moments later (docs/data.md, "Inline slices").
+	NoInline bool
 }
 
 // DefaultCacheDirBytes is the default of DataOptions.CacheDirBytes.
@@ -60,7 +67,7 @@ func (o DataOptions) config() data.Config {
 	return data.Config{
 		CacheBytes: o.CacheBytes, Readahead: o.Readahead, Uploads: o.Uploads, Downloads: o.Downloads,
 		IDBatch: o.IDBatch, CompactAt: o.CompactAt, CommitAfter: o.CommitAfter, BufferBytes: o.BufferBytes,
-		CacheDir: o.CacheDir, CacheDirBytes: o.CacheDirBytes,
+		CacheDir: o.CacheDir, CacheDirBytes: o.CacheDirBytes, NoInline: o.NoInline,
 	}
 }
 
@@ -78,6 +85,7 @@ type Volume struct {
 	Storage   string // object store URL, without secrets
 	ChunkSize int    // file bytes per chunk
 	BlockSize int    // largest object a slice is stored in
+	InlineMax int    // largest slice the partition takes inline with its commit (0: none)
 }
 
 // Volume asks where file data is stored.
@@ -86,7 +94,7 @@ func (c *Client) Volume(ctx context.Context, ino Ino) (Volume, error) {
 	if err := c.call(ctx, pb.Method_VOLUME, &pb.NodeRequest{Ino: uint64(ino)}, &r, "volume", inoName(ino)); err != nil {
 		return Volume{}, err
 	}
-	return Volume{Storage: r.Storage, ChunkSize: int(r.ChunkSize), BlockSize: int(r.BlockSize)}, nil
+	return Volume{Storage: r.Storage, ChunkSize: int(r.ChunkSize), BlockSize: int(r.BlockSize), InlineMax: int(r.InlineMax)}, nil
 }
 
 // Chunk is how the service stores one chunk of a file (Volume.ChunkSize
@@ -153,6 +161,23 @@ func (d *dataPath) Commit(ctx context.Context, ino uint64, writes []*pb.SliceWri
 	return r.Attr, nil
 }
 
+// InlineMax returns the largest slice the partition of ino takes inline,
+// asking it once (VOLUME) and remembering the answer; 0 if it cannot be
+// asked now (the writer then stores objects, as with a partition that
+// takes none).
+func (d *dataPath) InlineMax(ctx context.Context, ino uint64) int {
+	part := protocol.PartitionOf(ino)
+	if v, ok := d.vol.inline.Load(part); ok {
+		return v.(int)
+	}
+	info, err := (*Client)(d).Volume(ctx, Ino(protocol.RootIno(part)))
+	if err != nil {
+		return 0
+	}
+	d.vol.inline.Store(part, info.InlineMax)
+	return info.InlineMax
+}
+
 // ReadChunks returns the attributes of file ino and the views of count
 // chunks from chunk.
 func (d *dataPath) ReadChunks(ctx context.Context, ino uint64, chunk, count uint32) (*pb.ReadChunksReply, error) {
@@ -189,7 +214,7 @@ func (c *Client) CloseIno(ctx context.Context, ino Ino) error {
 
 // dataAdmin returns the partition-wide slice calls of partition part, for
 // the collector and fsck.
-func (c *Client) dataAdmin(part uint16) data.Admin {
+func (c *Client) dataAdmin(part uint16) partitionAdmin {
 	return partitionAdmin{c: c, root: protocol.RootIno(part)}
 }
 
@@ -211,6 +236,19 @@ func (a partitionAdmin) ListGarbage(ctx context.Context, after uint64, limit uin
 	return &r, nil
 }
 
+func (a partitionAdmin) ListInline(ctx context.Context, after uint64, limit uint32) (*pb.ListInlineReply, error) {
+	var r pb.ListInlineReply
+	req := &pb.ListSlicesRequest{Ino: a.root, After: after, Limit: limit}
+	if err := a.c.call(ctx, pb.Method_LIST_INLINE, req, &r, "list inline", inoName(Ino(a.root))); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+func (a partitionAdmin) InlineStored(ctx context.Context, ids []uint64) error {
+	return a.c.call(ctx, pb.Method_INLINE_STORED, &pb.PurgeRequest{Ino: a.root, Ids: ids}, nil, "inline stored", inoName(Ino(a.root)))
+}
+
 func (a partitionAdmin) ListSlices(ctx context.Context, after uint64, limit uint32) (*pb.ListSlicesReply, error) {
 	var r pb.ListSlicesReply
 	req := &pb.ListSlicesRequest{Ino: a.root, After: after, Limit: limit}
@@ -228,6 +266,8 @@ func (a partitionAdmin) Purge(ctx context.Context, ids []uint64) error {
 // concurrent use.
 type volumeRef struct {
 	opts Options
+
+	inline sync.Map // partition (uint16) -> the largest inline slice it takes (int)
 
 	mu  sync.Mutex
 	vol *data.Volume

@@ -111,6 +111,9 @@ const (
 	Method_SYNC Method = 91 // NodeRequest (any node of the partition) -> Empty: once the partition's log is durable up to every change answered before this call arrived
 	// The mount's small-file path (92-95): see docs/fuse.md.
 	Method_CREATE_OPEN Method = 92 // CreateRequest (regular file; open_flags) -> AttrReply (session: logged, counted as an OPEN of the new file; parent set): MKNOD and the OPEN that completes it in one call
+	// Small files whose bytes came inline with their COMMIT (see docs/data.md, "Inline slices"):
+	Method_LIST_INLINE   Method = 93 // ListSlicesRequest -> ListInlineReply: inline slices not yet stored as objects, with their bytes, in id order
+	Method_INLINE_STORED Method = 94 // PurgeRequest -> Empty (mutation): the objects of these inline slices are stored durably; their bytes leave the partition's memory
 	// Replication. Answered by the server that receives it, leader or not
 	// (a router answers it for itself: ENOSYS).
 	Method_GROUP_STATUS   Method = 48 // GroupRequest -> GroupReply: this replica's view of its Raft group
@@ -218,6 +221,8 @@ var (
 		90:  "CONCAT",
 		91:  "SYNC",
 		92:  "CREATE_OPEN",
+		93:  "LIST_INLINE",
+		94:  "INLINE_STORED",
 		48:  "GROUP_STATUS",
 		49:  "GROUP_TRANSFER",
 		50:  "GROUP_ADD",
@@ -304,6 +309,8 @@ var (
 		"CONCAT":              90,
 		"SYNC":                91,
 		"CREATE_OPEN":         92,
+		"LIST_INLINE":         93,
+		"INLINE_STORED":       94,
 		"GROUP_STATUS":        48,
 		"GROUP_TRANSFER":      49,
 		"GROUP_ADD":           50,
@@ -2187,10 +2194,13 @@ func (x *LogRecord) GetScopeTop() uint64 {
 }
 
 type VolumeReply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Storage       string                 `protobuf:"bytes,1,opt,name=storage,proto3" json:"storage,omitempty"`                       // object store URL for object.Open, without secrets
-	ChunkSize     uint32                 `protobuf:"varint,2,opt,name=chunk_size,json=chunkSize,proto3" json:"chunk_size,omitempty"` // bytes per chunk (64 MiB)
-	BlockSize     uint32                 `protobuf:"varint,3,opt,name=block_size,json=blockSize,proto3" json:"block_size,omitempty"` // largest object of a slice (4 MiB)
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Storage   string                 `protobuf:"bytes,1,opt,name=storage,proto3" json:"storage,omitempty"`                       // object store URL for object.Open, without secrets
+	ChunkSize uint32                 `protobuf:"varint,2,opt,name=chunk_size,json=chunkSize,proto3" json:"chunk_size,omitempty"` // bytes per chunk (64 MiB)
+	BlockSize uint32                 `protobuf:"varint,3,opt,name=block_size,json=blockSize,proto3" json:"block_size,omitempty"` // largest object of a slice (4 MiB)
+	// The largest slice the partition takes inline (SliceWrite.data); 0:
+	// none (a server that predates inline slices).
+	InlineMax     uint32 `protobuf:"varint,4,opt,name=inline_max,json=inlineMax,proto3" json:"inline_max,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2242,6 +2252,13 @@ func (x *VolumeReply) GetChunkSize() uint32 {
 func (x *VolumeReply) GetBlockSize() uint32 {
 	if x != nil {
 		return x.BlockSize
+	}
+	return 0
+}
+
+func (x *VolumeReply) GetInlineMax() uint32 {
+	if x != nil {
+		return x.InlineMax
 	}
 	return 0
 }
@@ -2432,9 +2449,15 @@ func (x *AllocSlicesReply) GetCount() uint32 {
 }
 
 type SliceWrite struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Chunk         uint32                 `protobuf:"varint,1,opt,name=chunk,proto3" json:"chunk,omitempty"` // chunk index: file offset / chunk_size
-	Slice         *Slice                 `protobuf:"bytes,2,opt,name=slice,proto3" json:"slice,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Chunk uint32                 `protobuf:"varint,1,opt,name=chunk,proto3" json:"chunk,omitempty"` // chunk index: file offset / chunk_size
+	Slice *Slice                 `protobuf:"bytes,2,opt,name=slice,proto3" json:"slice,omitempty"`
+	// The slice's bytes, sent inline instead of stored as objects first
+	// (only when VOLUME gives inline_max): the whole content of a small
+	// file, the commit's only write, at chunk 0, pos 0, off 0, with len and
+	// size its length. The partition keeps them in its log and memory until
+	// INLINE_STORED.
+	Data          []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2479,6 +2502,13 @@ func (x *SliceWrite) GetChunk() uint32 {
 func (x *SliceWrite) GetSlice() *Slice {
 	if x != nil {
 		return x.Slice
+	}
+	return nil
+}
+
+func (x *SliceWrite) GetData() []byte {
+	if x != nil {
+		return x.Data
 	}
 	return nil
 }
@@ -2735,9 +2765,11 @@ func (x *ChunkView) GetStoredSlices() uint32 {
 }
 
 type ReadChunksReply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Attr          *Attr                  `protobuf:"bytes,1,opt,name=attr,proto3" json:"attr,omitempty"`
-	Chunks        []*ChunkView           `protobuf:"bytes,2,rep,name=chunks,proto3" json:"chunks,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Attr   *Attr                  `protobuf:"bytes,1,opt,name=attr,proto3" json:"attr,omitempty"`
+	Chunks []*ChunkView           `protobuf:"bytes,2,rep,name=chunks,proto3" json:"chunks,omitempty"`
+	// The bytes of the inline slices the views name (not yet objects).
+	Inline        []*InlineSlice `protobuf:"bytes,3,rep,name=inline,proto3" json:"inline,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2786,6 +2818,119 @@ func (x *ReadChunksReply) GetChunks() []*ChunkView {
 	return nil
 }
 
+func (x *ReadChunksReply) GetInline() []*InlineSlice {
+	if x != nil {
+		return x.Inline
+	}
+	return nil
+}
+
+// InlineSlice is a slice whose bytes the partition holds (see
+// SliceWrite.data).
+type InlineSlice struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InlineSlice) Reset() {
+	*x = InlineSlice{}
+	mi := &file_meta_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InlineSlice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InlineSlice) ProtoMessage() {}
+
+func (x *InlineSlice) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InlineSlice.ProtoReflect.Descriptor instead.
+func (*InlineSlice) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *InlineSlice) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *InlineSlice) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type ListInlineReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Slices        []*InlineSlice         `protobuf:"bytes,1,rep,name=slices,proto3" json:"slices,omitempty"`
+	Eof           bool                   `protobuf:"varint,2,opt,name=eof,proto3" json:"eof,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListInlineReply) Reset() {
+	*x = ListInlineReply{}
+	mi := &file_meta_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListInlineReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListInlineReply) ProtoMessage() {}
+
+func (x *ListInlineReply) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListInlineReply.ProtoReflect.Descriptor instead.
+func (*ListInlineReply) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ListInlineReply) GetSlices() []*InlineSlice {
+	if x != nil {
+		return x.Slices
+	}
+	return nil
+}
+
+func (x *ListInlineReply) GetEof() bool {
+	if x != nil {
+		return x.Eof
+	}
+	return false
+}
+
 // OpenRequest checks access to a file (flags as Linux open(2): O_RDONLY,
 // O_WRONLY, O_RDWR, O_TRUNC) and, until the matching CLOSE from the same
 // client, keeps the file's data if its last link is removed.
@@ -2800,7 +2945,7 @@ type OpenRequest struct {
 
 func (x *OpenRequest) Reset() {
 	*x = OpenRequest{}
-	mi := &file_meta_proto_msgTypes[32]
+	mi := &file_meta_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2812,7 +2957,7 @@ func (x *OpenRequest) String() string {
 func (*OpenRequest) ProtoMessage() {}
 
 func (x *OpenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[32]
+	mi := &file_meta_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2825,7 +2970,7 @@ func (x *OpenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenRequest.ProtoReflect.Descriptor instead.
 func (*OpenRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{32}
+	return file_meta_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *OpenRequest) GetIno() uint64 {
@@ -2866,7 +3011,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_meta_proto_msgTypes[33]
+	mi := &file_meta_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2878,7 +3023,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[33]
+	mi := &file_meta_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2891,7 +3036,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{33}
+	return file_meta_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CompactRequest) GetIno() uint64 {
@@ -2923,17 +3068,20 @@ func (x *CompactRequest) GetSlice() *Slice {
 }
 
 type SliceRef struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Size          uint32                 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
-	FreedNs       int64                  `protobuf:"varint,3,opt,name=freed_ns,json=freedNs,proto3" json:"freed_ns,omitempty"` // LIST_GARBAGE: when the last use went away
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Id      uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Size    uint32                 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	FreedNs int64                  `protobuf:"varint,3,opt,name=freed_ns,json=freedNs,proto3" json:"freed_ns,omitempty"` // LIST_GARBAGE: when the last use went away
+	// LIST_SLICES: the partition holds the slice's bytes inline (not yet
+	// stored as objects: none is expected).
+	Inline        bool `protobuf:"varint,4,opt,name=inline,proto3" json:"inline,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SliceRef) Reset() {
 	*x = SliceRef{}
-	mi := &file_meta_proto_msgTypes[34]
+	mi := &file_meta_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2945,7 +3093,7 @@ func (x *SliceRef) String() string {
 func (*SliceRef) ProtoMessage() {}
 
 func (x *SliceRef) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[34]
+	mi := &file_meta_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2958,7 +3106,7 @@ func (x *SliceRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SliceRef.ProtoReflect.Descriptor instead.
 func (*SliceRef) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{34}
+	return file_meta_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SliceRef) GetId() uint64 {
@@ -2982,6 +3130,13 @@ func (x *SliceRef) GetFreedNs() int64 {
 	return 0
 }
 
+func (x *SliceRef) GetInline() bool {
+	if x != nil {
+		return x.Inline
+	}
+	return false
+}
+
 // ListSlicesRequest pages through slices of the partition of ino in id order.
 type ListSlicesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2995,7 +3150,7 @@ type ListSlicesRequest struct {
 
 func (x *ListSlicesRequest) Reset() {
 	*x = ListSlicesRequest{}
-	mi := &file_meta_proto_msgTypes[35]
+	mi := &file_meta_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3007,7 +3162,7 @@ func (x *ListSlicesRequest) String() string {
 func (*ListSlicesRequest) ProtoMessage() {}
 
 func (x *ListSlicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[35]
+	mi := &file_meta_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3020,7 +3175,7 @@ func (x *ListSlicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSlicesRequest.ProtoReflect.Descriptor instead.
 func (*ListSlicesRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{35}
+	return file_meta_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListSlicesRequest) GetIno() uint64 {
@@ -3062,7 +3217,7 @@ type ListSlicesReply struct {
 
 func (x *ListSlicesReply) Reset() {
 	*x = ListSlicesReply{}
-	mi := &file_meta_proto_msgTypes[36]
+	mi := &file_meta_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3074,7 +3229,7 @@ func (x *ListSlicesReply) String() string {
 func (*ListSlicesReply) ProtoMessage() {}
 
 func (x *ListSlicesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[36]
+	mi := &file_meta_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3087,7 +3242,7 @@ func (x *ListSlicesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSlicesReply.ProtoReflect.Descriptor instead.
 func (*ListSlicesReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{36}
+	return file_meta_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListSlicesReply) GetSlices() []*SliceRef {
@@ -3121,7 +3276,7 @@ type PurgeRequest struct {
 
 func (x *PurgeRequest) Reset() {
 	*x = PurgeRequest{}
-	mi := &file_meta_proto_msgTypes[37]
+	mi := &file_meta_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3133,7 +3288,7 @@ func (x *PurgeRequest) String() string {
 func (*PurgeRequest) ProtoMessage() {}
 
 func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[37]
+	mi := &file_meta_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3146,7 +3301,7 @@ func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeRequest.ProtoReflect.Descriptor instead.
 func (*PurgeRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{37}
+	return file_meta_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PurgeRequest) GetIno() uint64 {
@@ -3188,7 +3343,7 @@ type LockRequest struct {
 
 func (x *LockRequest) Reset() {
 	*x = LockRequest{}
-	mi := &file_meta_proto_msgTypes[38]
+	mi := &file_meta_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3200,7 +3355,7 @@ func (x *LockRequest) String() string {
 func (*LockRequest) ProtoMessage() {}
 
 func (x *LockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[38]
+	mi := &file_meta_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3213,7 +3368,7 @@ func (x *LockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockRequest.ProtoReflect.Descriptor instead.
 func (*LockRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{38}
+	return file_meta_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *LockRequest) GetIno() uint64 {
@@ -3299,7 +3454,7 @@ type LockReply struct {
 
 func (x *LockReply) Reset() {
 	*x = LockReply{}
-	mi := &file_meta_proto_msgTypes[39]
+	mi := &file_meta_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3311,7 +3466,7 @@ func (x *LockReply) String() string {
 func (*LockReply) ProtoMessage() {}
 
 func (x *LockReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[39]
+	mi := &file_meta_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3324,7 +3479,7 @@ func (x *LockReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockReply.ProtoReflect.Descriptor instead.
 func (*LockReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{39}
+	return file_meta_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *LockReply) GetType() uint32 {
@@ -3367,7 +3522,7 @@ type HeartbeatReply struct {
 
 func (x *HeartbeatReply) Reset() {
 	*x = HeartbeatReply{}
-	mi := &file_meta_proto_msgTypes[40]
+	mi := &file_meta_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3379,7 +3534,7 @@ func (x *HeartbeatReply) String() string {
 func (*HeartbeatReply) ProtoMessage() {}
 
 func (x *HeartbeatReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[40]
+	mi := &file_meta_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3392,7 +3547,7 @@ func (x *HeartbeatReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatReply.ProtoReflect.Descriptor instead.
 func (*HeartbeatReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{40}
+	return file_meta_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *HeartbeatReply) GetTimeoutMs() uint32 {
@@ -3437,7 +3592,7 @@ type MountEntry struct {
 
 func (x *MountEntry) Reset() {
 	*x = MountEntry{}
-	mi := &file_meta_proto_msgTypes[41]
+	mi := &file_meta_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3449,7 +3604,7 @@ func (x *MountEntry) String() string {
 func (*MountEntry) ProtoMessage() {}
 
 func (x *MountEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[41]
+	mi := &file_meta_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3462,7 +3617,7 @@ func (x *MountEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountEntry.ProtoReflect.Descriptor instead.
 func (*MountEntry) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{41}
+	return file_meta_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *MountEntry) GetPrefix() string {
@@ -3505,7 +3660,7 @@ type Route struct {
 
 func (x *Route) Reset() {
 	*x = Route{}
-	mi := &file_meta_proto_msgTypes[42]
+	mi := &file_meta_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3517,7 +3672,7 @@ func (x *Route) String() string {
 func (*Route) ProtoMessage() {}
 
 func (x *Route) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[42]
+	mi := &file_meta_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3530,7 +3685,7 @@ func (x *Route) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Route.ProtoReflect.Descriptor instead.
 func (*Route) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{42}
+	return file_meta_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Route) GetVpart() uint32 {
@@ -3561,7 +3716,7 @@ type TablesRequest struct {
 
 func (x *TablesRequest) Reset() {
 	*x = TablesRequest{}
-	mi := &file_meta_proto_msgTypes[43]
+	mi := &file_meta_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3573,7 +3728,7 @@ func (x *TablesRequest) String() string {
 func (*TablesRequest) ProtoMessage() {}
 
 func (x *TablesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[43]
+	mi := &file_meta_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3586,7 +3741,7 @@ func (x *TablesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TablesRequest.ProtoReflect.Descriptor instead.
 func (*TablesRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{43}
+	return file_meta_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *TablesRequest) GetIno() uint64 {
@@ -3623,7 +3778,7 @@ type TablesReply struct {
 
 func (x *TablesReply) Reset() {
 	*x = TablesReply{}
-	mi := &file_meta_proto_msgTypes[44]
+	mi := &file_meta_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3635,7 +3790,7 @@ func (x *TablesReply) String() string {
 func (*TablesReply) ProtoMessage() {}
 
 func (x *TablesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[44]
+	mi := &file_meta_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3648,7 +3803,7 @@ func (x *TablesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TablesReply.ProtoReflect.Descriptor instead.
 func (*TablesReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{44}
+	return file_meta_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *TablesReply) GetVersion() uint64 {
@@ -3687,7 +3842,7 @@ type TablesUpdate struct {
 
 func (x *TablesUpdate) Reset() {
 	*x = TablesUpdate{}
-	mi := &file_meta_proto_msgTypes[45]
+	mi := &file_meta_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3699,7 +3854,7 @@ func (x *TablesUpdate) String() string {
 func (*TablesUpdate) ProtoMessage() {}
 
 func (x *TablesUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[45]
+	mi := &file_meta_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3712,7 +3867,7 @@ func (x *TablesUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TablesUpdate.ProtoReflect.Descriptor instead.
 func (*TablesUpdate) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{45}
+	return file_meta_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *TablesUpdate) GetIno() uint64 {
@@ -3774,7 +3929,7 @@ type DumpRequest struct {
 
 func (x *DumpRequest) Reset() {
 	*x = DumpRequest{}
-	mi := &file_meta_proto_msgTypes[46]
+	mi := &file_meta_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3786,7 +3941,7 @@ func (x *DumpRequest) String() string {
 func (*DumpRequest) ProtoMessage() {}
 
 func (x *DumpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[46]
+	mi := &file_meta_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3799,7 +3954,7 @@ func (x *DumpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DumpRequest.ProtoReflect.Descriptor instead.
 func (*DumpRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{46}
+	return file_meta_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DumpRequest) GetIno() uint64 {
@@ -3862,7 +4017,7 @@ type DumpReply struct {
 
 func (x *DumpReply) Reset() {
 	*x = DumpReply{}
-	mi := &file_meta_proto_msgTypes[47]
+	mi := &file_meta_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3874,7 +4029,7 @@ func (x *DumpReply) String() string {
 func (*DumpReply) ProtoMessage() {}
 
 func (x *DumpReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[47]
+	mi := &file_meta_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3887,7 +4042,7 @@ func (x *DumpReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DumpReply.ProtoReflect.Descriptor instead.
 func (*DumpReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{47}
+	return file_meta_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *DumpReply) GetHandle() uint64 {
@@ -3964,7 +4119,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_meta_proto_msgTypes[48]
+	mi := &file_meta_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3976,7 +4131,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[48]
+	mi := &file_meta_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3989,7 +4144,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{48}
+	return file_meta_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *StatusRequest) GetIno() uint64 {
@@ -4035,7 +4190,7 @@ type StatusReply struct {
 
 func (x *StatusReply) Reset() {
 	*x = StatusReply{}
-	mi := &file_meta_proto_msgTypes[49]
+	mi := &file_meta_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4047,7 +4202,7 @@ func (x *StatusReply) String() string {
 func (*StatusReply) ProtoMessage() {}
 
 func (x *StatusReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[49]
+	mi := &file_meta_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4060,7 +4215,7 @@ func (x *StatusReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusReply.ProtoReflect.Descriptor instead.
 func (*StatusReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{49}
+	return file_meta_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *StatusReply) GetPartition() uint32 {
@@ -4250,7 +4405,7 @@ type RunRecord struct {
 
 func (x *RunRecord) Reset() {
 	*x = RunRecord{}
-	mi := &file_meta_proto_msgTypes[50]
+	mi := &file_meta_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4262,7 +4417,7 @@ func (x *RunRecord) String() string {
 func (*RunRecord) ProtoMessage() {}
 
 func (x *RunRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[50]
+	mi := &file_meta_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4275,7 +4430,7 @@ func (x *RunRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunRecord.ProtoReflect.Descriptor instead.
 func (*RunRecord) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{50}
+	return file_meta_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *RunRecord) GetStartNs() int64 {
@@ -4387,7 +4542,7 @@ type ClientStatus struct {
 
 func (x *ClientStatus) Reset() {
 	*x = ClientStatus{}
-	mi := &file_meta_proto_msgTypes[51]
+	mi := &file_meta_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4399,7 +4554,7 @@ func (x *ClientStatus) String() string {
 func (*ClientStatus) ProtoMessage() {}
 
 func (x *ClientStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[51]
+	mi := &file_meta_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4412,7 +4567,7 @@ func (x *ClientStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientStatus.ProtoReflect.Descriptor instead.
 func (*ClientStatus) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{51}
+	return file_meta_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ClientStatus) GetId() []byte {
@@ -4487,7 +4642,7 @@ type AnnounceRequest struct {
 
 func (x *AnnounceRequest) Reset() {
 	*x = AnnounceRequest{}
-	mi := &file_meta_proto_msgTypes[52]
+	mi := &file_meta_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4499,7 +4654,7 @@ func (x *AnnounceRequest) String() string {
 func (*AnnounceRequest) ProtoMessage() {}
 
 func (x *AnnounceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[52]
+	mi := &file_meta_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4512,7 +4667,7 @@ func (x *AnnounceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnnounceRequest.ProtoReflect.Descriptor instead.
 func (*AnnounceRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{52}
+	return file_meta_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *AnnounceRequest) GetIno() uint64 {
@@ -4561,7 +4716,7 @@ type IDRange struct {
 
 func (x *IDRange) Reset() {
 	*x = IDRange{}
-	mi := &file_meta_proto_msgTypes[53]
+	mi := &file_meta_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4573,7 +4728,7 @@ func (x *IDRange) String() string {
 func (*IDRange) ProtoMessage() {}
 
 func (x *IDRange) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[53]
+	mi := &file_meta_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4586,7 +4741,7 @@ func (x *IDRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IDRange.ProtoReflect.Descriptor instead.
 func (*IDRange) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{53}
+	return file_meta_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *IDRange) GetLo() uint32 {
@@ -4630,7 +4785,7 @@ type Credential struct {
 
 func (x *Credential) Reset() {
 	*x = Credential{}
-	mi := &file_meta_proto_msgTypes[54]
+	mi := &file_meta_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4642,7 +4797,7 @@ func (x *Credential) String() string {
 func (*Credential) ProtoMessage() {}
 
 func (x *Credential) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[54]
+	mi := &file_meta_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4655,7 +4810,7 @@ func (x *Credential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Credential.ProtoReflect.Descriptor instead.
 func (*Credential) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{54}
+	return file_meta_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Credential) GetName() string {
@@ -4781,7 +4936,7 @@ type AuthTableReply struct {
 
 func (x *AuthTableReply) Reset() {
 	*x = AuthTableReply{}
-	mi := &file_meta_proto_msgTypes[55]
+	mi := &file_meta_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4793,7 +4948,7 @@ func (x *AuthTableReply) String() string {
 func (*AuthTableReply) ProtoMessage() {}
 
 func (x *AuthTableReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[55]
+	mi := &file_meta_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4806,7 +4961,7 @@ func (x *AuthTableReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthTableReply.ProtoReflect.Descriptor instead.
 func (*AuthTableReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{55}
+	return file_meta_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *AuthTableReply) GetCredentials() []*Credential {
@@ -4830,7 +4985,7 @@ type AuthSyncRequest struct {
 
 func (x *AuthSyncRequest) Reset() {
 	*x = AuthSyncRequest{}
-	mi := &file_meta_proto_msgTypes[56]
+	mi := &file_meta_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4842,7 +4997,7 @@ func (x *AuthSyncRequest) String() string {
 func (*AuthSyncRequest) ProtoMessage() {}
 
 func (x *AuthSyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[56]
+	mi := &file_meta_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4855,7 +5010,7 @@ func (x *AuthSyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthSyncRequest.ProtoReflect.Descriptor instead.
 func (*AuthSyncRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{56}
+	return file_meta_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *AuthSyncRequest) GetIno() uint64 {
@@ -4885,7 +5040,7 @@ type AuthAddRequest struct {
 
 func (x *AuthAddRequest) Reset() {
 	*x = AuthAddRequest{}
-	mi := &file_meta_proto_msgTypes[57]
+	mi := &file_meta_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4897,7 +5052,7 @@ func (x *AuthAddRequest) String() string {
 func (*AuthAddRequest) ProtoMessage() {}
 
 func (x *AuthAddRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[57]
+	mi := &file_meta_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4910,7 +5065,7 @@ func (x *AuthAddRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthAddRequest.ProtoReflect.Descriptor instead.
 func (*AuthAddRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{57}
+	return file_meta_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *AuthAddRequest) GetIno() uint64 {
@@ -4944,7 +5099,7 @@ type AuthNameRequest struct {
 
 func (x *AuthNameRequest) Reset() {
 	*x = AuthNameRequest{}
-	mi := &file_meta_proto_msgTypes[58]
+	mi := &file_meta_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4956,7 +5111,7 @@ func (x *AuthNameRequest) String() string {
 func (*AuthNameRequest) ProtoMessage() {}
 
 func (x *AuthNameRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[58]
+	mi := &file_meta_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4969,7 +5124,7 @@ func (x *AuthNameRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthNameRequest.ProtoReflect.Descriptor instead.
 func (*AuthNameRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{58}
+	return file_meta_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *AuthNameRequest) GetIno() uint64 {
@@ -4997,7 +5152,7 @@ type AuthRotateRequest struct {
 
 func (x *AuthRotateRequest) Reset() {
 	*x = AuthRotateRequest{}
-	mi := &file_meta_proto_msgTypes[59]
+	mi := &file_meta_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5009,7 +5164,7 @@ func (x *AuthRotateRequest) String() string {
 func (*AuthRotateRequest) ProtoMessage() {}
 
 func (x *AuthRotateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[59]
+	mi := &file_meta_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5022,7 +5177,7 @@ func (x *AuthRotateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthRotateRequest.ProtoReflect.Descriptor instead.
 func (*AuthRotateRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{59}
+	return file_meta_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *AuthRotateRequest) GetIno() uint64 {
@@ -5055,7 +5210,7 @@ type CredentialReply struct {
 
 func (x *CredentialReply) Reset() {
 	*x = CredentialReply{}
-	mi := &file_meta_proto_msgTypes[60]
+	mi := &file_meta_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5067,7 +5222,7 @@ func (x *CredentialReply) String() string {
 func (*CredentialReply) ProtoMessage() {}
 
 func (x *CredentialReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[60]
+	mi := &file_meta_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5080,7 +5235,7 @@ func (x *CredentialReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CredentialReply.ProtoReflect.Descriptor instead.
 func (*CredentialReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{60}
+	return file_meta_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *CredentialReply) GetCredential() *Credential {
@@ -5099,7 +5254,7 @@ type AuthListReply struct {
 
 func (x *AuthListReply) Reset() {
 	*x = AuthListReply{}
-	mi := &file_meta_proto_msgTypes[61]
+	mi := &file_meta_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5111,7 +5266,7 @@ func (x *AuthListReply) String() string {
 func (*AuthListReply) ProtoMessage() {}
 
 func (x *AuthListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[61]
+	mi := &file_meta_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5124,7 +5279,7 @@ func (x *AuthListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthListReply.ProtoReflect.Descriptor instead.
 func (*AuthListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{61}
+	return file_meta_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *AuthListReply) GetCredentials() []*Credential {
@@ -5145,7 +5300,7 @@ type GroupRequest struct {
 
 func (x *GroupRequest) Reset() {
 	*x = GroupRequest{}
-	mi := &file_meta_proto_msgTypes[62]
+	mi := &file_meta_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5157,7 +5312,7 @@ func (x *GroupRequest) String() string {
 func (*GroupRequest) ProtoMessage() {}
 
 func (x *GroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[62]
+	mi := &file_meta_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5170,7 +5325,7 @@ func (x *GroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRequest.ProtoReflect.Descriptor instead.
 func (*GroupRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{62}
+	return file_meta_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GroupRequest) GetVerify() bool {
@@ -5210,7 +5365,7 @@ type GroupReply struct {
 
 func (x *GroupReply) Reset() {
 	*x = GroupReply{}
-	mi := &file_meta_proto_msgTypes[63]
+	mi := &file_meta_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5222,7 +5377,7 @@ func (x *GroupReply) String() string {
 func (*GroupReply) ProtoMessage() {}
 
 func (x *GroupReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[63]
+	mi := &file_meta_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5235,7 +5390,7 @@ func (x *GroupReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupReply.ProtoReflect.Descriptor instead.
 func (*GroupReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{63}
+	return file_meta_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GroupReply) GetPartition() uint32 {
@@ -5354,7 +5509,7 @@ type GroupTransferRequest struct {
 
 func (x *GroupTransferRequest) Reset() {
 	*x = GroupTransferRequest{}
-	mi := &file_meta_proto_msgTypes[64]
+	mi := &file_meta_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5366,7 +5521,7 @@ func (x *GroupTransferRequest) String() string {
 func (*GroupTransferRequest) ProtoMessage() {}
 
 func (x *GroupTransferRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[64]
+	mi := &file_meta_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5379,7 +5534,7 @@ func (x *GroupTransferRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupTransferRequest.ProtoReflect.Descriptor instead.
 func (*GroupTransferRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{64}
+	return file_meta_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *GroupTransferRequest) GetTo() uint64 {
@@ -5409,7 +5564,7 @@ type GroupAddRequest struct {
 
 func (x *GroupAddRequest) Reset() {
 	*x = GroupAddRequest{}
-	mi := &file_meta_proto_msgTypes[65]
+	mi := &file_meta_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5421,7 +5576,7 @@ func (x *GroupAddRequest) String() string {
 func (*GroupAddRequest) ProtoMessage() {}
 
 func (x *GroupAddRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[65]
+	mi := &file_meta_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5434,7 +5589,7 @@ func (x *GroupAddRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupAddRequest.ProtoReflect.Descriptor instead.
 func (*GroupAddRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{65}
+	return file_meta_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *GroupAddRequest) GetId() uint64 {
@@ -5484,7 +5639,7 @@ type GroupRemoveRequest struct {
 
 func (x *GroupRemoveRequest) Reset() {
 	*x = GroupRemoveRequest{}
-	mi := &file_meta_proto_msgTypes[66]
+	mi := &file_meta_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5496,7 +5651,7 @@ func (x *GroupRemoveRequest) String() string {
 func (*GroupRemoveRequest) ProtoMessage() {}
 
 func (x *GroupRemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[66]
+	mi := &file_meta_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5509,7 +5664,7 @@ func (x *GroupRemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRemoveRequest.ProtoReflect.Descriptor instead.
 func (*GroupRemoveRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{66}
+	return file_meta_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *GroupRemoveRequest) GetId() uint64 {
@@ -5535,7 +5690,7 @@ type GroupMember struct {
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_meta_proto_msgTypes[67]
+	mi := &file_meta_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5547,7 +5702,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[67]
+	mi := &file_meta_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5560,7 +5715,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{67}
+	return file_meta_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *GroupMember) GetId() uint64 {
@@ -5625,7 +5780,7 @@ type QuotaSetRequest struct {
 
 func (x *QuotaSetRequest) Reset() {
 	*x = QuotaSetRequest{}
-	mi := &file_meta_proto_msgTypes[68]
+	mi := &file_meta_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5637,7 +5792,7 @@ func (x *QuotaSetRequest) String() string {
 func (*QuotaSetRequest) ProtoMessage() {}
 
 func (x *QuotaSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[68]
+	mi := &file_meta_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5650,7 +5805,7 @@ func (x *QuotaSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaSetRequest.ProtoReflect.Descriptor instead.
 func (*QuotaSetRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{68}
+	return file_meta_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *QuotaSetRequest) GetIno() uint64 {
@@ -5696,7 +5851,7 @@ type Quota struct {
 
 func (x *Quota) Reset() {
 	*x = Quota{}
-	mi := &file_meta_proto_msgTypes[69]
+	mi := &file_meta_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5708,7 +5863,7 @@ func (x *Quota) String() string {
 func (*Quota) ProtoMessage() {}
 
 func (x *Quota) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[69]
+	mi := &file_meta_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5721,7 +5876,7 @@ func (x *Quota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quota.ProtoReflect.Descriptor instead.
 func (*Quota) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{69}
+	return file_meta_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *Quota) GetDir() uint64 {
@@ -5775,7 +5930,7 @@ type QuotaReply struct {
 
 func (x *QuotaReply) Reset() {
 	*x = QuotaReply{}
-	mi := &file_meta_proto_msgTypes[70]
+	mi := &file_meta_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5787,7 +5942,7 @@ func (x *QuotaReply) String() string {
 func (*QuotaReply) ProtoMessage() {}
 
 func (x *QuotaReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[70]
+	mi := &file_meta_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5800,7 +5955,7 @@ func (x *QuotaReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaReply.ProtoReflect.Descriptor instead.
 func (*QuotaReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{70}
+	return file_meta_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *QuotaReply) GetQuota() *Quota {
@@ -5819,7 +5974,7 @@ type QuotaListReply struct {
 
 func (x *QuotaListReply) Reset() {
 	*x = QuotaListReply{}
-	mi := &file_meta_proto_msgTypes[71]
+	mi := &file_meta_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5831,7 +5986,7 @@ func (x *QuotaListReply) String() string {
 func (*QuotaListReply) ProtoMessage() {}
 
 func (x *QuotaListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[71]
+	mi := &file_meta_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5844,7 +5999,7 @@ func (x *QuotaListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaListReply.ProtoReflect.Descriptor instead.
 func (*QuotaListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{71}
+	return file_meta_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *QuotaListReply) GetQuotas() []*Quota {
@@ -5866,7 +6021,7 @@ type QuotaMismatch struct {
 
 func (x *QuotaMismatch) Reset() {
 	*x = QuotaMismatch{}
-	mi := &file_meta_proto_msgTypes[72]
+	mi := &file_meta_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5878,7 +6033,7 @@ func (x *QuotaMismatch) String() string {
 func (*QuotaMismatch) ProtoMessage() {}
 
 func (x *QuotaMismatch) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[72]
+	mi := &file_meta_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5891,7 +6046,7 @@ func (x *QuotaMismatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaMismatch.ProtoReflect.Descriptor instead.
 func (*QuotaMismatch) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{72}
+	return file_meta_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *QuotaMismatch) GetQuota() *Quota {
@@ -5925,7 +6080,7 @@ type QuotaCheckReply struct {
 
 func (x *QuotaCheckReply) Reset() {
 	*x = QuotaCheckReply{}
-	mi := &file_meta_proto_msgTypes[73]
+	mi := &file_meta_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5937,7 +6092,7 @@ func (x *QuotaCheckReply) String() string {
 func (*QuotaCheckReply) ProtoMessage() {}
 
 func (x *QuotaCheckReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[73]
+	mi := &file_meta_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5950,7 +6105,7 @@ func (x *QuotaCheckReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaCheckReply.ProtoReflect.Descriptor instead.
 func (*QuotaCheckReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{73}
+	return file_meta_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *QuotaCheckReply) GetQuotas() uint32 {
@@ -5990,7 +6145,7 @@ type OwnerQuotaSetRequest struct {
 
 func (x *OwnerQuotaSetRequest) Reset() {
 	*x = OwnerQuotaSetRequest{}
-	mi := &file_meta_proto_msgTypes[74]
+	mi := &file_meta_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6002,7 +6157,7 @@ func (x *OwnerQuotaSetRequest) String() string {
 func (*OwnerQuotaSetRequest) ProtoMessage() {}
 
 func (x *OwnerQuotaSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[74]
+	mi := &file_meta_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6015,7 +6170,7 @@ func (x *OwnerQuotaSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuotaSetRequest.ProtoReflect.Descriptor instead.
 func (*OwnerQuotaSetRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{74}
+	return file_meta_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *OwnerQuotaSetRequest) GetIno() uint64 {
@@ -6089,7 +6244,7 @@ type OwnerQuotaRequest struct {
 
 func (x *OwnerQuotaRequest) Reset() {
 	*x = OwnerQuotaRequest{}
-	mi := &file_meta_proto_msgTypes[75]
+	mi := &file_meta_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6101,7 +6256,7 @@ func (x *OwnerQuotaRequest) String() string {
 func (*OwnerQuotaRequest) ProtoMessage() {}
 
 func (x *OwnerQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[75]
+	mi := &file_meta_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6114,7 +6269,7 @@ func (x *OwnerQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuotaRequest.ProtoReflect.Descriptor instead.
 func (*OwnerQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{75}
+	return file_meta_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *OwnerQuotaRequest) GetIno() uint64 {
@@ -6163,7 +6318,7 @@ type OwnerQuotaAdjustRequest struct {
 
 func (x *OwnerQuotaAdjustRequest) Reset() {
 	*x = OwnerQuotaAdjustRequest{}
-	mi := &file_meta_proto_msgTypes[76]
+	mi := &file_meta_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6175,7 +6330,7 @@ func (x *OwnerQuotaAdjustRequest) String() string {
 func (*OwnerQuotaAdjustRequest) ProtoMessage() {}
 
 func (x *OwnerQuotaAdjustRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[76]
+	mi := &file_meta_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6188,7 +6343,7 @@ func (x *OwnerQuotaAdjustRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuotaAdjustRequest.ProtoReflect.Descriptor instead.
 func (*OwnerQuotaAdjustRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{76}
+	return file_meta_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *OwnerQuotaAdjustRequest) GetIno() uint64 {
@@ -6249,7 +6404,7 @@ type OwnerQuota struct {
 
 func (x *OwnerQuota) Reset() {
 	*x = OwnerQuota{}
-	mi := &file_meta_proto_msgTypes[77]
+	mi := &file_meta_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6261,7 +6416,7 @@ func (x *OwnerQuota) String() string {
 func (*OwnerQuota) ProtoMessage() {}
 
 func (x *OwnerQuota) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[77]
+	mi := &file_meta_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6274,7 +6429,7 @@ func (x *OwnerQuota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuota.ProtoReflect.Descriptor instead.
 func (*OwnerQuota) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{77}
+	return file_meta_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *OwnerQuota) GetKind() uint32 {
@@ -6335,7 +6490,7 @@ type OwnerQuotaReply struct {
 
 func (x *OwnerQuotaReply) Reset() {
 	*x = OwnerQuotaReply{}
-	mi := &file_meta_proto_msgTypes[78]
+	mi := &file_meta_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6347,7 +6502,7 @@ func (x *OwnerQuotaReply) String() string {
 func (*OwnerQuotaReply) ProtoMessage() {}
 
 func (x *OwnerQuotaReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[78]
+	mi := &file_meta_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6360,7 +6515,7 @@ func (x *OwnerQuotaReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuotaReply.ProtoReflect.Descriptor instead.
 func (*OwnerQuotaReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{78}
+	return file_meta_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *OwnerQuotaReply) GetQuota() *OwnerQuota {
@@ -6379,7 +6534,7 @@ type OwnerQuotaListReply struct {
 
 func (x *OwnerQuotaListReply) Reset() {
 	*x = OwnerQuotaListReply{}
-	mi := &file_meta_proto_msgTypes[79]
+	mi := &file_meta_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6391,7 +6546,7 @@ func (x *OwnerQuotaListReply) String() string {
 func (*OwnerQuotaListReply) ProtoMessage() {}
 
 func (x *OwnerQuotaListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[79]
+	mi := &file_meta_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6404,7 +6559,7 @@ func (x *OwnerQuotaListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuotaListReply.ProtoReflect.Descriptor instead.
 func (*OwnerQuotaListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{79}
+	return file_meta_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *OwnerQuotaListReply) GetQuotas() []*OwnerQuota {
@@ -6425,7 +6580,7 @@ type OwnerQuotaMismatch struct {
 
 func (x *OwnerQuotaMismatch) Reset() {
 	*x = OwnerQuotaMismatch{}
-	mi := &file_meta_proto_msgTypes[80]
+	mi := &file_meta_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6437,7 +6592,7 @@ func (x *OwnerQuotaMismatch) String() string {
 func (*OwnerQuotaMismatch) ProtoMessage() {}
 
 func (x *OwnerQuotaMismatch) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[80]
+	mi := &file_meta_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6450,7 +6605,7 @@ func (x *OwnerQuotaMismatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuotaMismatch.ProtoReflect.Descriptor instead.
 func (*OwnerQuotaMismatch) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{80}
+	return file_meta_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *OwnerQuotaMismatch) GetQuota() *OwnerQuota {
@@ -6484,7 +6639,7 @@ type OwnerQuotaCheckReply struct {
 
 func (x *OwnerQuotaCheckReply) Reset() {
 	*x = OwnerQuotaCheckReply{}
-	mi := &file_meta_proto_msgTypes[81]
+	mi := &file_meta_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6496,7 +6651,7 @@ func (x *OwnerQuotaCheckReply) String() string {
 func (*OwnerQuotaCheckReply) ProtoMessage() {}
 
 func (x *OwnerQuotaCheckReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[81]
+	mi := &file_meta_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6509,7 +6664,7 @@ func (x *OwnerQuotaCheckReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuotaCheckReply.ProtoReflect.Descriptor instead.
 func (*OwnerQuotaCheckReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{81}
+	return file_meta_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *OwnerQuotaCheckReply) GetQuotas() uint32 {
@@ -6544,7 +6699,7 @@ type TrashEntry struct {
 
 func (x *TrashEntry) Reset() {
 	*x = TrashEntry{}
-	mi := &file_meta_proto_msgTypes[82]
+	mi := &file_meta_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6556,7 +6711,7 @@ func (x *TrashEntry) String() string {
 func (*TrashEntry) ProtoMessage() {}
 
 func (x *TrashEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[82]
+	mi := &file_meta_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6569,7 +6724,7 @@ func (x *TrashEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashEntry.ProtoReflect.Descriptor instead.
 func (*TrashEntry) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{82}
+	return file_meta_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *TrashEntry) GetHour() string {
@@ -6647,7 +6802,7 @@ type TrashListReply struct {
 
 func (x *TrashListReply) Reset() {
 	*x = TrashListReply{}
-	mi := &file_meta_proto_msgTypes[83]
+	mi := &file_meta_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6659,7 +6814,7 @@ func (x *TrashListReply) String() string {
 func (*TrashListReply) ProtoMessage() {}
 
 func (x *TrashListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[83]
+	mi := &file_meta_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6672,7 +6827,7 @@ func (x *TrashListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashListReply.ProtoReflect.Descriptor instead.
 func (*TrashListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{83}
+	return file_meta_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *TrashListReply) GetEntries() []*TrashEntry {
@@ -6717,7 +6872,7 @@ type TrashRestoreRequest struct {
 
 func (x *TrashRestoreRequest) Reset() {
 	*x = TrashRestoreRequest{}
-	mi := &file_meta_proto_msgTypes[84]
+	mi := &file_meta_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6729,7 +6884,7 @@ func (x *TrashRestoreRequest) String() string {
 func (*TrashRestoreRequest) ProtoMessage() {}
 
 func (x *TrashRestoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[84]
+	mi := &file_meta_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6742,7 +6897,7 @@ func (x *TrashRestoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashRestoreRequest.ProtoReflect.Descriptor instead.
 func (*TrashRestoreRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{84}
+	return file_meta_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *TrashRestoreRequest) GetIno() uint64 {
@@ -6783,7 +6938,7 @@ type TrashRestoreReply struct {
 
 func (x *TrashRestoreReply) Reset() {
 	*x = TrashRestoreReply{}
-	mi := &file_meta_proto_msgTypes[85]
+	mi := &file_meta_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6795,7 +6950,7 @@ func (x *TrashRestoreReply) String() string {
 func (*TrashRestoreReply) ProtoMessage() {}
 
 func (x *TrashRestoreReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[85]
+	mi := &file_meta_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6808,7 +6963,7 @@ func (x *TrashRestoreReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashRestoreReply.ProtoReflect.Descriptor instead.
 func (*TrashRestoreReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{85}
+	return file_meta_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *TrashRestoreReply) GetPaths() []string {
@@ -6839,7 +6994,7 @@ type TrashPurgeRequest struct {
 
 func (x *TrashPurgeRequest) Reset() {
 	*x = TrashPurgeRequest{}
-	mi := &file_meta_proto_msgTypes[86]
+	mi := &file_meta_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6851,7 +7006,7 @@ func (x *TrashPurgeRequest) String() string {
 func (*TrashPurgeRequest) ProtoMessage() {}
 
 func (x *TrashPurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[86]
+	mi := &file_meta_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6864,7 +7019,7 @@ func (x *TrashPurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashPurgeRequest.ProtoReflect.Descriptor instead.
 func (*TrashPurgeRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{86}
+	return file_meta_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *TrashPurgeRequest) GetIno() uint64 {
@@ -6905,7 +7060,7 @@ type TrashPurgeReply struct {
 
 func (x *TrashPurgeReply) Reset() {
 	*x = TrashPurgeReply{}
-	mi := &file_meta_proto_msgTypes[87]
+	mi := &file_meta_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6917,7 +7072,7 @@ func (x *TrashPurgeReply) String() string {
 func (*TrashPurgeReply) ProtoMessage() {}
 
 func (x *TrashPurgeReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[87]
+	mi := &file_meta_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6930,7 +7085,7 @@ func (x *TrashPurgeReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashPurgeReply.ProtoReflect.Descriptor instead.
 func (*TrashPurgeReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{87}
+	return file_meta_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *TrashPurgeReply) GetFiles() uint64 {
@@ -6951,25 +7106,28 @@ func (x *TrashPurgeReply) GetBytes() uint64 {
 // partitions: its attributes and content (the slices stay where they are
 // in the object store; only their references move).
 type XNode struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Mode          uint32                 `protobuf:"varint,10,opt,name=mode,proto3" json:"mode,omitempty"`
-	Uid           uint32                 `protobuf:"varint,11,opt,name=uid,proto3" json:"uid,omitempty"`
-	Gid           uint32                 `protobuf:"varint,12,opt,name=gid,proto3" json:"gid,omitempty"`
-	Size          uint64                 `protobuf:"varint,13,opt,name=size,proto3" json:"size,omitempty"`
-	AtimeNs       int64                  `protobuf:"varint,14,opt,name=atime_ns,json=atimeNs,proto3" json:"atime_ns,omitempty"`
-	MtimeNs       int64                  `protobuf:"varint,15,opt,name=mtime_ns,json=mtimeNs,proto3" json:"mtime_ns,omitempty"`
-	CtimeNs       int64                  `protobuf:"varint,16,opt,name=ctime_ns,json=ctimeNs,proto3" json:"ctime_ns,omitempty"`
-	Rdev          uint32                 `protobuf:"varint,17,opt,name=rdev,proto3" json:"rdev,omitempty"`
-	Target        string                 `protobuf:"bytes,18,opt,name=target,proto3" json:"target,omitempty"` // symlinks
-	Xattrs        []*XXattr              `protobuf:"bytes,19,rep,name=xattrs,proto3" json:"xattrs,omitempty"` // in name order
-	Chunks        []*XChunk              `protobuf:"bytes,20,rep,name=chunks,proto3" json:"chunks,omitempty"` // in chunk order
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Mode    uint32                 `protobuf:"varint,10,opt,name=mode,proto3" json:"mode,omitempty"`
+	Uid     uint32                 `protobuf:"varint,11,opt,name=uid,proto3" json:"uid,omitempty"`
+	Gid     uint32                 `protobuf:"varint,12,opt,name=gid,proto3" json:"gid,omitempty"`
+	Size    uint64                 `protobuf:"varint,13,opt,name=size,proto3" json:"size,omitempty"`
+	AtimeNs int64                  `protobuf:"varint,14,opt,name=atime_ns,json=atimeNs,proto3" json:"atime_ns,omitempty"`
+	MtimeNs int64                  `protobuf:"varint,15,opt,name=mtime_ns,json=mtimeNs,proto3" json:"mtime_ns,omitempty"`
+	CtimeNs int64                  `protobuf:"varint,16,opt,name=ctime_ns,json=ctimeNs,proto3" json:"ctime_ns,omitempty"`
+	Rdev    uint32                 `protobuf:"varint,17,opt,name=rdev,proto3" json:"rdev,omitempty"`
+	Target  string                 `protobuf:"bytes,18,opt,name=target,proto3" json:"target,omitempty"` // symlinks
+	Xattrs  []*XXattr              `protobuf:"bytes,19,rep,name=xattrs,proto3" json:"xattrs,omitempty"` // in name order
+	Chunks  []*XChunk              `protobuf:"bytes,20,rep,name=chunks,proto3" json:"chunks,omitempty"` // in chunk order
+	// The bytes of its inline slices the source still held (the others are
+	// objects by now).
+	Inline        []*InlineSlice `protobuf:"bytes,21,rep,name=inline,proto3" json:"inline,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *XNode) Reset() {
 	*x = XNode{}
-	mi := &file_meta_proto_msgTypes[88]
+	mi := &file_meta_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6981,7 +7139,7 @@ func (x *XNode) String() string {
 func (*XNode) ProtoMessage() {}
 
 func (x *XNode) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[88]
+	mi := &file_meta_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6994,7 +7152,7 @@ func (x *XNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XNode.ProtoReflect.Descriptor instead.
 func (*XNode) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{88}
+	return file_meta_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *XNode) GetMode() uint32 {
@@ -7074,6 +7232,13 @@ func (x *XNode) GetChunks() []*XChunk {
 	return nil
 }
 
+func (x *XNode) GetInline() []*InlineSlice {
+	if x != nil {
+		return x.Inline
+	}
+	return nil
+}
+
 type XXattr struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,10,opt,name=name,proto3" json:"name,omitempty"`
@@ -7084,7 +7249,7 @@ type XXattr struct {
 
 func (x *XXattr) Reset() {
 	*x = XXattr{}
-	mi := &file_meta_proto_msgTypes[89]
+	mi := &file_meta_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7096,7 +7261,7 @@ func (x *XXattr) String() string {
 func (*XXattr) ProtoMessage() {}
 
 func (x *XXattr) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[89]
+	mi := &file_meta_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7109,7 +7274,7 @@ func (x *XXattr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XXattr.ProtoReflect.Descriptor instead.
 func (*XXattr) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{89}
+	return file_meta_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *XXattr) GetName() string {
@@ -7136,7 +7301,7 @@ type XChunk struct {
 
 func (x *XChunk) Reset() {
 	*x = XChunk{}
-	mi := &file_meta_proto_msgTypes[90]
+	mi := &file_meta_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7148,7 +7313,7 @@ func (x *XChunk) String() string {
 func (*XChunk) ProtoMessage() {}
 
 func (x *XChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[90]
+	mi := &file_meta_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7161,7 +7326,7 @@ func (x *XChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XChunk.ProtoReflect.Descriptor instead.
 func (*XChunk) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{90}
+	return file_meta_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *XChunk) GetIndex() uint32 {
@@ -7191,7 +7356,7 @@ type XSlice struct {
 
 func (x *XSlice) Reset() {
 	*x = XSlice{}
-	mi := &file_meta_proto_msgTypes[91]
+	mi := &file_meta_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7203,7 +7368,7 @@ func (x *XSlice) String() string {
 func (*XSlice) ProtoMessage() {}
 
 func (x *XSlice) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[91]
+	mi := &file_meta_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7216,7 +7381,7 @@ func (x *XSlice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XSlice.ProtoReflect.Descriptor instead.
 func (*XSlice) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{91}
+	return file_meta_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *XSlice) GetId() uint64 {
@@ -7272,7 +7437,7 @@ type XPrepareRequest struct {
 
 func (x *XPrepareRequest) Reset() {
 	*x = XPrepareRequest{}
-	mi := &file_meta_proto_msgTypes[92]
+	mi := &file_meta_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7284,7 +7449,7 @@ func (x *XPrepareRequest) String() string {
 func (*XPrepareRequest) ProtoMessage() {}
 
 func (x *XPrepareRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[92]
+	mi := &file_meta_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7297,7 +7462,7 @@ func (x *XPrepareRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XPrepareRequest.ProtoReflect.Descriptor instead.
 func (*XPrepareRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{92}
+	return file_meta_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *XPrepareRequest) GetParent() uint64 {
@@ -7364,7 +7529,7 @@ type XPrepareReply struct {
 
 func (x *XPrepareReply) Reset() {
 	*x = XPrepareReply{}
-	mi := &file_meta_proto_msgTypes[93]
+	mi := &file_meta_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7376,7 +7541,7 @@ func (x *XPrepareReply) String() string {
 func (*XPrepareReply) ProtoMessage() {}
 
 func (x *XPrepareReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[93]
+	mi := &file_meta_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7389,7 +7554,7 @@ func (x *XPrepareReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XPrepareReply.ProtoReflect.Descriptor instead.
 func (*XPrepareReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{93}
+	return file_meta_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *XPrepareReply) GetDir() bool {
@@ -7432,7 +7597,7 @@ type XIntentRequest struct {
 
 func (x *XIntentRequest) Reset() {
 	*x = XIntentRequest{}
-	mi := &file_meta_proto_msgTypes[94]
+	mi := &file_meta_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7444,7 +7609,7 @@ func (x *XIntentRequest) String() string {
 func (*XIntentRequest) ProtoMessage() {}
 
 func (x *XIntentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[94]
+	mi := &file_meta_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7457,7 +7622,7 @@ func (x *XIntentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XIntentRequest.ProtoReflect.Descriptor instead.
 func (*XIntentRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{94}
+	return file_meta_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *XIntentRequest) GetIno() uint64 {
@@ -7490,7 +7655,7 @@ type XIntentReply struct {
 
 func (x *XIntentReply) Reset() {
 	*x = XIntentReply{}
-	mi := &file_meta_proto_msgTypes[95]
+	mi := &file_meta_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7502,7 +7667,7 @@ func (x *XIntentReply) String() string {
 func (*XIntentReply) ProtoMessage() {}
 
 func (x *XIntentReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[95]
+	mi := &file_meta_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7515,7 +7680,7 @@ func (x *XIntentReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XIntentReply.ProtoReflect.Descriptor instead.
 func (*XIntentReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{95}
+	return file_meta_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *XIntentReply) GetState() uint32 {
@@ -7541,7 +7706,7 @@ type XIntent struct {
 
 func (x *XIntent) Reset() {
 	*x = XIntent{}
-	mi := &file_meta_proto_msgTypes[96]
+	mi := &file_meta_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7553,7 +7718,7 @@ func (x *XIntent) String() string {
 func (*XIntent) ProtoMessage() {}
 
 func (x *XIntent) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[96]
+	mi := &file_meta_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7566,7 +7731,7 @@ func (x *XIntent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XIntent.ProtoReflect.Descriptor instead.
 func (*XIntent) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{96}
+	return file_meta_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *XIntent) GetId() []byte {
@@ -7634,7 +7799,7 @@ type XIntentListReply struct {
 
 func (x *XIntentListReply) Reset() {
 	*x = XIntentListReply{}
-	mi := &file_meta_proto_msgTypes[97]
+	mi := &file_meta_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7646,7 +7811,7 @@ func (x *XIntentListReply) String() string {
 func (*XIntentListReply) ProtoMessage() {}
 
 func (x *XIntentListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[97]
+	mi := &file_meta_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7659,7 +7824,7 @@ func (x *XIntentListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XIntentListReply.ProtoReflect.Descriptor instead.
 func (*XIntentListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{97}
+	return file_meta_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *XIntentListReply) GetIntents() []*XIntent {
@@ -7682,7 +7847,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_meta_proto_msgTypes[98]
+	mi := &file_meta_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7694,7 +7859,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[98]
+	mi := &file_meta_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7707,7 +7872,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{98}
+	return file_meta_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *SnapshotRequest) GetIno() uint64 {
@@ -7746,7 +7911,7 @@ type SnapshotInfo struct {
 
 func (x *SnapshotInfo) Reset() {
 	*x = SnapshotInfo{}
-	mi := &file_meta_proto_msgTypes[99]
+	mi := &file_meta_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7758,7 +7923,7 @@ func (x *SnapshotInfo) String() string {
 func (*SnapshotInfo) ProtoMessage() {}
 
 func (x *SnapshotInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[99]
+	mi := &file_meta_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7771,7 +7936,7 @@ func (x *SnapshotInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotInfo.ProtoReflect.Descriptor instead.
 func (*SnapshotInfo) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{99}
+	return file_meta_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *SnapshotInfo) GetName() string {
@@ -7825,7 +7990,7 @@ type SnapshotReply struct {
 
 func (x *SnapshotReply) Reset() {
 	*x = SnapshotReply{}
-	mi := &file_meta_proto_msgTypes[100]
+	mi := &file_meta_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7837,7 +8002,7 @@ func (x *SnapshotReply) String() string {
 func (*SnapshotReply) ProtoMessage() {}
 
 func (x *SnapshotReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[100]
+	mi := &file_meta_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7850,7 +8015,7 @@ func (x *SnapshotReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotReply.ProtoReflect.Descriptor instead.
 func (*SnapshotReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{100}
+	return file_meta_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *SnapshotReply) GetSnapshot() *SnapshotInfo {
@@ -7869,7 +8034,7 @@ type SnapshotListReply struct {
 
 func (x *SnapshotListReply) Reset() {
 	*x = SnapshotListReply{}
-	mi := &file_meta_proto_msgTypes[101]
+	mi := &file_meta_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7881,7 +8046,7 @@ func (x *SnapshotListReply) String() string {
 func (*SnapshotListReply) ProtoMessage() {}
 
 func (x *SnapshotListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[101]
+	mi := &file_meta_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7894,7 +8059,7 @@ func (x *SnapshotListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotListReply.ProtoReflect.Descriptor instead.
 func (*SnapshotListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{101}
+	return file_meta_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *SnapshotListReply) GetSnapshots() []*SnapshotInfo {
@@ -7918,7 +8083,7 @@ type SnapshotDiffRequest struct {
 
 func (x *SnapshotDiffRequest) Reset() {
 	*x = SnapshotDiffRequest{}
-	mi := &file_meta_proto_msgTypes[102]
+	mi := &file_meta_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7930,7 +8095,7 @@ func (x *SnapshotDiffRequest) String() string {
 func (*SnapshotDiffRequest) ProtoMessage() {}
 
 func (x *SnapshotDiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[102]
+	mi := &file_meta_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7943,7 +8108,7 @@ func (x *SnapshotDiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDiffRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotDiffRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{102}
+	return file_meta_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *SnapshotDiffRequest) GetIno() uint64 {
@@ -7988,7 +8153,7 @@ type SnapshotChange struct {
 
 func (x *SnapshotChange) Reset() {
 	*x = SnapshotChange{}
-	mi := &file_meta_proto_msgTypes[103]
+	mi := &file_meta_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8000,7 +8165,7 @@ func (x *SnapshotChange) String() string {
 func (*SnapshotChange) ProtoMessage() {}
 
 func (x *SnapshotChange) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[103]
+	mi := &file_meta_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8013,7 +8178,7 @@ func (x *SnapshotChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChange.ProtoReflect.Descriptor instead.
 func (*SnapshotChange) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{103}
+	return file_meta_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *SnapshotChange) GetOp() string {
@@ -8047,7 +8212,7 @@ type SnapshotDiffReply struct {
 
 func (x *SnapshotDiffReply) Reset() {
 	*x = SnapshotDiffReply{}
-	mi := &file_meta_proto_msgTypes[104]
+	mi := &file_meta_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8059,7 +8224,7 @@ func (x *SnapshotDiffReply) String() string {
 func (*SnapshotDiffReply) ProtoMessage() {}
 
 func (x *SnapshotDiffReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[104]
+	mi := &file_meta_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8072,7 +8237,7 @@ func (x *SnapshotDiffReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDiffReply.ProtoReflect.Descriptor instead.
 func (*SnapshotDiffReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{104}
+	return file_meta_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *SnapshotDiffReply) GetChanges() []*SnapshotChange {
@@ -8104,7 +8269,7 @@ type CloneRequest struct {
 
 func (x *CloneRequest) Reset() {
 	*x = CloneRequest{}
-	mi := &file_meta_proto_msgTypes[105]
+	mi := &file_meta_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8116,7 +8281,7 @@ func (x *CloneRequest) String() string {
 func (*CloneRequest) ProtoMessage() {}
 
 func (x *CloneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[105]
+	mi := &file_meta_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8129,7 +8294,7 @@ func (x *CloneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloneRequest.ProtoReflect.Descriptor instead.
 func (*CloneRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{105}
+	return file_meta_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *CloneRequest) GetIno() uint64 {
@@ -8310,13 +8475,15 @@ const file_meta_proto_rawDesc = "" +
 	"\vsession_end\x18\n" +
 	" \x01(\x0e2\x1a.canopy.meta.v1.SessionEndR\n" +
 	"sessionEnd\x12\x1b\n" +
-	"\tscope_top\x18F \x01(\x04R\bscopeTop\"e\n" +
+	"\tscope_top\x18F \x01(\x04R\bscopeTop\"\x84\x01\n" +
 	"\vVolumeReply\x12\x18\n" +
 	"\astorage\x18\x01 \x01(\tR\astorage\x12\x1d\n" +
 	"\n" +
 	"chunk_size\x18\x02 \x01(\rR\tchunkSize\x12\x1d\n" +
 	"\n" +
-	"block_size\x18\x03 \x01(\rR\tblockSize\"a\n" +
+	"block_size\x18\x03 \x01(\rR\tblockSize\x12\x1d\n" +
+	"\n" +
+	"inline_max\x18\x04 \x01(\rR\tinlineMax\"a\n" +
 	"\x05Slice\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\rR\x04size\x12\x10\n" +
@@ -8328,11 +8495,12 @@ const file_meta_proto_rawDesc = "" +
 	"\x05count\x18\a \x01(\rR\x05count\">\n" +
 	"\x10AllocSlicesReply\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x04R\x05first\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\rR\x05count\"O\n" +
+	"\x05count\x18\x02 \x01(\rR\x05count\"c\n" +
 	"\n" +
 	"SliceWrite\x12\x14\n" +
 	"\x05chunk\x18\x01 \x01(\rR\x05chunk\x12+\n" +
-	"\x05slice\x18\x02 \x01(\v2\x15.canopy.meta.v1.SliceR\x05slice\"\x84\x01\n" +
+	"\x05slice\x18\x02 \x01(\v2\x15.canopy.meta.v1.SliceR\x05slice\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"\x84\x01\n" +
 	"\rCommitRequest\x12\x10\n" +
 	"\x03ino\x18\x01 \x01(\x04R\x03ino\x122\n" +
 	"\x06writes\x18\a \x03(\v2\x1a.canopy.meta.v1.SliceWriteR\x06writes\x12\x12\n" +
@@ -8348,10 +8516,17 @@ const file_meta_proto_rawDesc = "" +
 	"\tChunkView\x12\x14\n" +
 	"\x05chunk\x18\x01 \x01(\rR\x05chunk\x12-\n" +
 	"\x06slices\x18\x02 \x03(\v2\x15.canopy.meta.v1.SliceR\x06slices\x12#\n" +
-	"\rstored_slices\x18\x03 \x01(\rR\fstoredSlices\"n\n" +
+	"\rstored_slices\x18\x03 \x01(\rR\fstoredSlices\"\xa3\x01\n" +
 	"\x0fReadChunksReply\x12(\n" +
 	"\x04attr\x18\x01 \x01(\v2\x14.canopy.meta.v1.AttrR\x04attr\x121\n" +
-	"\x06chunks\x18\x02 \x03(\v2\x19.canopy.meta.v1.ChunkViewR\x06chunks\"I\n" +
+	"\x06chunks\x18\x02 \x03(\v2\x19.canopy.meta.v1.ChunkViewR\x06chunks\x123\n" +
+	"\x06inline\x18\x03 \x03(\v2\x1b.canopy.meta.v1.InlineSliceR\x06inline\"1\n" +
+	"\vInlineSlice\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"X\n" +
+	"\x0fListInlineReply\x123\n" +
+	"\x06slices\x18\x01 \x03(\v2\x1b.canopy.meta.v1.InlineSliceR\x06slices\x12\x10\n" +
+	"\x03eof\x18\x02 \x01(\bR\x03eof\"I\n" +
 	"\vOpenRequest\x12\x10\n" +
 	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x14\n" +
@@ -8360,11 +8535,12 @@ const file_meta_proto_rawDesc = "" +
 	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x14\n" +
 	"\x05chunk\x18\a \x01(\rR\x05chunk\x12\x17\n" +
 	"\aold_ids\x18\b \x03(\x04R\x06oldIds\x12+\n" +
-	"\x05slice\x18\t \x01(\v2\x15.canopy.meta.v1.SliceR\x05slice\"I\n" +
+	"\x05slice\x18\t \x01(\v2\x15.canopy.meta.v1.SliceR\x05slice\"a\n" +
 	"\bSliceRef\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\rR\x04size\x12\x19\n" +
-	"\bfreed_ns\x18\x03 \x01(\x03R\afreedNs\"y\n" +
+	"\bfreed_ns\x18\x03 \x01(\x03R\afreedNs\x12\x16\n" +
+	"\x06inline\x18\x04 \x01(\bR\x06inline\"y\n" +
 	"\x11ListSlicesRequest\x12\x10\n" +
 	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x14\n" +
 	"\x05after\x18\a \x01(\x04R\x05after\x12\x14\n" +
@@ -8721,7 +8897,7 @@ const file_meta_proto_rawDesc = "" +
 	"\x03all\x18\v \x01(\bR\x03all\"=\n" +
 	"\x0fTrashPurgeReply\x12\x14\n" +
 	"\x05files\x18\x01 \x01(\x04R\x05files\x12\x14\n" +
-	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"\xb0\x02\n" +
+	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"\xe5\x02\n" +
 	"\x05XNode\x12\x12\n" +
 	"\x04mode\x18\n" +
 	" \x01(\rR\x04mode\x12\x10\n" +
@@ -8734,7 +8910,8 @@ const file_meta_proto_rawDesc = "" +
 	"\x04rdev\x18\x11 \x01(\rR\x04rdev\x12\x16\n" +
 	"\x06target\x18\x12 \x01(\tR\x06target\x12.\n" +
 	"\x06xattrs\x18\x13 \x03(\v2\x16.canopy.meta.v1.XXattrR\x06xattrs\x12.\n" +
-	"\x06chunks\x18\x14 \x03(\v2\x16.canopy.meta.v1.XChunkR\x06chunks\"2\n" +
+	"\x06chunks\x18\x14 \x03(\v2\x16.canopy.meta.v1.XChunkR\x06chunks\x123\n" +
+	"\x06inline\x18\x15 \x03(\v2\x1b.canopy.meta.v1.InlineSliceR\x06inline\"2\n" +
 	"\x06XXattr\x12\x12\n" +
 	"\x04name\x18\n" +
 	" \x01(\tR\x04name\x12\x14\n" +
@@ -8821,7 +8998,7 @@ const file_meta_proto_rawDesc = "" +
 	"\n" +
 	"new_parent\x18\x04 \x01(\x04R\tnewParent\x12\x19\n" +
 	"\bnew_path\x18\x05 \x01(\tR\anewPath\x12\x19\n" +
-	"\bnew_name\x18\x06 \x01(\tR\anewName*\xc9\n" +
+	"\bnew_name\x18\x06 \x01(\tR\anewName*\xed\n" +
 	"\n" +
 	"\x06Method\x12\x16\n" +
 	"\x12METHOD_UNSPECIFIED\x10\x00\x12\b\n" +
@@ -8887,7 +9064,9 @@ const file_meta_proto_rawDesc = "" +
 	"\n" +
 	"\x06CONCAT\x10Z\x12\b\n" +
 	"\x04SYNC\x10[\x12\x0f\n" +
-	"\vCREATE_OPEN\x10\\\x12\x10\n" +
+	"\vCREATE_OPEN\x10\\\x12\x0f\n" +
+	"\vLIST_INLINE\x10]\x12\x11\n" +
+	"\rINLINE_STORED\x10^\x12\x10\n" +
 	"\fGROUP_STATUS\x100\x12\x12\n" +
 	"\x0eGROUP_TRANSFER\x101\x12\r\n" +
 	"\tGROUP_ADD\x102\x12\x10\n" +
@@ -8961,7 +9140,7 @@ func file_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 106)
+var file_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 108)
 var file_meta_proto_goTypes = []any{
 	(Method)(0),                     // 0: canopy.meta.v1.Method
 	(SetattrMask)(0),                // 1: canopy.meta.v1.SetattrMask
@@ -9000,80 +9179,82 @@ var file_meta_proto_goTypes = []any{
 	(*ReadChunksRequest)(nil),       // 34: canopy.meta.v1.ReadChunksRequest
 	(*ChunkView)(nil),               // 35: canopy.meta.v1.ChunkView
 	(*ReadChunksReply)(nil),         // 36: canopy.meta.v1.ReadChunksReply
-	(*OpenRequest)(nil),             // 37: canopy.meta.v1.OpenRequest
-	(*CompactRequest)(nil),          // 38: canopy.meta.v1.CompactRequest
-	(*SliceRef)(nil),                // 39: canopy.meta.v1.SliceRef
-	(*ListSlicesRequest)(nil),       // 40: canopy.meta.v1.ListSlicesRequest
-	(*ListSlicesReply)(nil),         // 41: canopy.meta.v1.ListSlicesReply
-	(*PurgeRequest)(nil),            // 42: canopy.meta.v1.PurgeRequest
-	(*LockRequest)(nil),             // 43: canopy.meta.v1.LockRequest
-	(*LockReply)(nil),               // 44: canopy.meta.v1.LockReply
-	(*HeartbeatReply)(nil),          // 45: canopy.meta.v1.HeartbeatReply
-	(*MountEntry)(nil),              // 46: canopy.meta.v1.MountEntry
-	(*Route)(nil),                   // 47: canopy.meta.v1.Route
-	(*TablesRequest)(nil),           // 48: canopy.meta.v1.TablesRequest
-	(*TablesReply)(nil),             // 49: canopy.meta.v1.TablesReply
-	(*TablesUpdate)(nil),            // 50: canopy.meta.v1.TablesUpdate
-	(*DumpRequest)(nil),             // 51: canopy.meta.v1.DumpRequest
-	(*DumpReply)(nil),               // 52: canopy.meta.v1.DumpReply
-	(*StatusRequest)(nil),           // 53: canopy.meta.v1.StatusRequest
-	(*StatusReply)(nil),             // 54: canopy.meta.v1.StatusReply
-	(*RunRecord)(nil),               // 55: canopy.meta.v1.RunRecord
-	(*ClientStatus)(nil),            // 56: canopy.meta.v1.ClientStatus
-	(*AnnounceRequest)(nil),         // 57: canopy.meta.v1.AnnounceRequest
-	(*IDRange)(nil),                 // 58: canopy.meta.v1.IDRange
-	(*Credential)(nil),              // 59: canopy.meta.v1.Credential
-	(*AuthTableReply)(nil),          // 60: canopy.meta.v1.AuthTableReply
-	(*AuthSyncRequest)(nil),         // 61: canopy.meta.v1.AuthSyncRequest
-	(*AuthAddRequest)(nil),          // 62: canopy.meta.v1.AuthAddRequest
-	(*AuthNameRequest)(nil),         // 63: canopy.meta.v1.AuthNameRequest
-	(*AuthRotateRequest)(nil),       // 64: canopy.meta.v1.AuthRotateRequest
-	(*CredentialReply)(nil),         // 65: canopy.meta.v1.CredentialReply
-	(*AuthListReply)(nil),           // 66: canopy.meta.v1.AuthListReply
-	(*GroupRequest)(nil),            // 67: canopy.meta.v1.GroupRequest
-	(*GroupReply)(nil),              // 68: canopy.meta.v1.GroupReply
-	(*GroupTransferRequest)(nil),    // 69: canopy.meta.v1.GroupTransferRequest
-	(*GroupAddRequest)(nil),         // 70: canopy.meta.v1.GroupAddRequest
-	(*GroupRemoveRequest)(nil),      // 71: canopy.meta.v1.GroupRemoveRequest
-	(*GroupMember)(nil),             // 72: canopy.meta.v1.GroupMember
-	(*QuotaSetRequest)(nil),         // 73: canopy.meta.v1.QuotaSetRequest
-	(*Quota)(nil),                   // 74: canopy.meta.v1.Quota
-	(*QuotaReply)(nil),              // 75: canopy.meta.v1.QuotaReply
-	(*QuotaListReply)(nil),          // 76: canopy.meta.v1.QuotaListReply
-	(*QuotaMismatch)(nil),           // 77: canopy.meta.v1.QuotaMismatch
-	(*QuotaCheckReply)(nil),         // 78: canopy.meta.v1.QuotaCheckReply
-	(*OwnerQuotaSetRequest)(nil),    // 79: canopy.meta.v1.OwnerQuotaSetRequest
-	(*OwnerQuotaRequest)(nil),       // 80: canopy.meta.v1.OwnerQuotaRequest
-	(*OwnerQuotaAdjustRequest)(nil), // 81: canopy.meta.v1.OwnerQuotaAdjustRequest
-	(*OwnerQuota)(nil),              // 82: canopy.meta.v1.OwnerQuota
-	(*OwnerQuotaReply)(nil),         // 83: canopy.meta.v1.OwnerQuotaReply
-	(*OwnerQuotaListReply)(nil),     // 84: canopy.meta.v1.OwnerQuotaListReply
-	(*OwnerQuotaMismatch)(nil),      // 85: canopy.meta.v1.OwnerQuotaMismatch
-	(*OwnerQuotaCheckReply)(nil),    // 86: canopy.meta.v1.OwnerQuotaCheckReply
-	(*TrashEntry)(nil),              // 87: canopy.meta.v1.TrashEntry
-	(*TrashListReply)(nil),          // 88: canopy.meta.v1.TrashListReply
-	(*TrashRestoreRequest)(nil),     // 89: canopy.meta.v1.TrashRestoreRequest
-	(*TrashRestoreReply)(nil),       // 90: canopy.meta.v1.TrashRestoreReply
-	(*TrashPurgeRequest)(nil),       // 91: canopy.meta.v1.TrashPurgeRequest
-	(*TrashPurgeReply)(nil),         // 92: canopy.meta.v1.TrashPurgeReply
-	(*XNode)(nil),                   // 93: canopy.meta.v1.XNode
-	(*XXattr)(nil),                  // 94: canopy.meta.v1.XXattr
-	(*XChunk)(nil),                  // 95: canopy.meta.v1.XChunk
-	(*XSlice)(nil),                  // 96: canopy.meta.v1.XSlice
-	(*XPrepareRequest)(nil),         // 97: canopy.meta.v1.XPrepareRequest
-	(*XPrepareReply)(nil),           // 98: canopy.meta.v1.XPrepareReply
-	(*XIntentRequest)(nil),          // 99: canopy.meta.v1.XIntentRequest
-	(*XIntentReply)(nil),            // 100: canopy.meta.v1.XIntentReply
-	(*XIntent)(nil),                 // 101: canopy.meta.v1.XIntent
-	(*XIntentListReply)(nil),        // 102: canopy.meta.v1.XIntentListReply
-	(*SnapshotRequest)(nil),         // 103: canopy.meta.v1.SnapshotRequest
-	(*SnapshotInfo)(nil),            // 104: canopy.meta.v1.SnapshotInfo
-	(*SnapshotReply)(nil),           // 105: canopy.meta.v1.SnapshotReply
-	(*SnapshotListReply)(nil),       // 106: canopy.meta.v1.SnapshotListReply
-	(*SnapshotDiffRequest)(nil),     // 107: canopy.meta.v1.SnapshotDiffRequest
-	(*SnapshotChange)(nil),          // 108: canopy.meta.v1.SnapshotChange
-	(*SnapshotDiffReply)(nil),       // 109: canopy.meta.v1.SnapshotDiffReply
-	(*CloneRequest)(nil),            // 110: canopy.meta.v1.CloneRequest
+	(*InlineSlice)(nil),             // 37: canopy.meta.v1.InlineSlice
+	(*ListInlineReply)(nil),         // 38: canopy.meta.v1.ListInlineReply
+	(*OpenRequest)(nil),             // 39: canopy.meta.v1.OpenRequest
+	(*CompactRequest)(nil),          // 40: canopy.meta.v1.CompactRequest
+	(*SliceRef)(nil),                // 41: canopy.meta.v1.SliceRef
+	(*ListSlicesRequest)(nil),       // 42: canopy.meta.v1.ListSlicesRequest
+	(*ListSlicesReply)(nil),         // 43: canopy.meta.v1.ListSlicesReply
+	(*PurgeRequest)(nil),            // 44: canopy.meta.v1.PurgeRequest
+	(*LockRequest)(nil),             // 45: canopy.meta.v1.LockRequest
+	(*LockReply)(nil),               // 46: canopy.meta.v1.LockReply
+	(*HeartbeatReply)(nil),          // 47: canopy.meta.v1.HeartbeatReply
+	(*MountEntry)(nil),              // 48: canopy.meta.v1.MountEntry
+	(*Route)(nil),                   // 49: canopy.meta.v1.Route
+	(*TablesRequest)(nil),           // 50: canopy.meta.v1.TablesRequest
+	(*TablesReply)(nil),             // 51: canopy.meta.v1.TablesReply
+	(*TablesUpdate)(nil),            // 52: canopy.meta.v1.TablesUpdate
+	(*DumpRequest)(nil),             // 53: canopy.meta.v1.DumpRequest
+	(*DumpReply)(nil),               // 54: canopy.meta.v1.DumpReply
+	(*StatusRequest)(nil),           // 55: canopy.meta.v1.StatusRequest
+	(*StatusReply)(nil),             // 56: canopy.meta.v1.StatusReply
+	(*RunRecord)(nil),               // 57: canopy.meta.v1.RunRecord
+	(*ClientStatus)(nil),            // 58: canopy.meta.v1.ClientStatus
+	(*AnnounceRequest)(nil),         // 59: canopy.meta.v1.AnnounceRequest
+	(*IDRange)(nil),                 // 60: canopy.meta.v1.IDRange
+	(*Credential)(nil),              // 61: canopy.meta.v1.Credential
+	(*AuthTableReply)(nil),          // 62: canopy.meta.v1.AuthTableReply
+	(*AuthSyncRequest)(nil),         // 63: canopy.meta.v1.AuthSyncRequest
+	(*AuthAddRequest)(nil),          // 64: canopy.meta.v1.AuthAddRequest
+	(*AuthNameRequest)(nil),         // 65: canopy.meta.v1.AuthNameRequest
+	(*AuthRotateRequest)(nil),       // 66: canopy.meta.v1.AuthRotateRequest
+	(*CredentialReply)(nil),         // 67: canopy.meta.v1.CredentialReply
+	(*AuthListReply)(nil),           // 68: canopy.meta.v1.AuthListReply
+	(*GroupRequest)(nil),            // 69: canopy.meta.v1.GroupRequest
+	(*GroupReply)(nil),              // 70: canopy.meta.v1.GroupReply
+	(*GroupTransferRequest)(nil),    // 71: canopy.meta.v1.GroupTransferRequest
+	(*GroupAddRequest)(nil),         // 72: canopy.meta.v1.GroupAddRequest
+	(*GroupRemoveRequest)(nil),      // 73: canopy.meta.v1.GroupRemoveRequest
+	(*GroupMember)(nil),             // 74: canopy.meta.v1.GroupMember
+	(*QuotaSetRequest)(nil),         // 75: canopy.meta.v1.QuotaSetRequest
+	(*Quota)(nil),                   // 76: canopy.meta.v1.Quota
+	(*QuotaReply)(nil),              // 77: canopy.meta.v1.QuotaReply
+	(*QuotaListReply)(nil),          // 78: canopy.meta.v1.QuotaListReply
+	(*QuotaMismatch)(nil),           // 79: canopy.meta.v1.QuotaMismatch
+	(*QuotaCheckReply)(nil),         // 80: canopy.meta.v1.QuotaCheckReply
+	(*OwnerQuotaSetRequest)(nil),    // 81: canopy.meta.v1.OwnerQuotaSetRequest
+	(*OwnerQuotaRequest)(nil),       // 82: canopy.meta.v1.OwnerQuotaRequest
+	(*OwnerQuotaAdjustRequest)(nil), // 83: canopy.meta.v1.OwnerQuotaAdjustRequest
+	(*OwnerQuota)(nil),              // 84: canopy.meta.v1.OwnerQuota
+	(*OwnerQuotaReply)(nil),         // 85: canopy.meta.v1.OwnerQuotaReply
+	(*OwnerQuotaListReply)(nil),     // 86: canopy.meta.v1.OwnerQuotaListReply
+	(*OwnerQuotaMismatch)(nil),      // 87: canopy.meta.v1.OwnerQuotaMismatch
+	(*OwnerQuotaCheckReply)(nil),    // 88: canopy.meta.v1.OwnerQuotaCheckReply
+	(*TrashEntry)(nil),              // 89: canopy.meta.v1.TrashEntry
+	(*TrashListReply)(nil),          // 90: canopy.meta.v1.TrashListReply
+	(*TrashRestoreRequest)(nil),     // 91: canopy.meta.v1.TrashRestoreRequest
+	(*TrashRestoreReply)(nil),       // 92: canopy.meta.v1.TrashRestoreReply
+	(*TrashPurgeRequest)(nil),       // 93: canopy.meta.v1.TrashPurgeRequest
+	(*TrashPurgeReply)(nil),         // 94: canopy.meta.v1.TrashPurgeReply
+	(*XNode)(nil),                   // 95: canopy.meta.v1.XNode
+	(*XXattr)(nil),                  // 96: canopy.meta.v1.XXattr
+	(*XChunk)(nil),                  // 97: canopy.meta.v1.XChunk
+	(*XSlice)(nil),                  // 98: canopy.meta.v1.XSlice
+	(*XPrepareRequest)(nil),         // 99: canopy.meta.v1.XPrepareRequest
+	(*XPrepareReply)(nil),           // 100: canopy.meta.v1.XPrepareReply
+	(*XIntentRequest)(nil),          // 101: canopy.meta.v1.XIntentRequest
+	(*XIntentReply)(nil),            // 102: canopy.meta.v1.XIntentReply
+	(*XIntent)(nil),                 // 103: canopy.meta.v1.XIntent
+	(*XIntentListReply)(nil),        // 104: canopy.meta.v1.XIntentListReply
+	(*SnapshotRequest)(nil),         // 105: canopy.meta.v1.SnapshotRequest
+	(*SnapshotInfo)(nil),            // 106: canopy.meta.v1.SnapshotInfo
+	(*SnapshotReply)(nil),           // 107: canopy.meta.v1.SnapshotReply
+	(*SnapshotListReply)(nil),       // 108: canopy.meta.v1.SnapshotListReply
+	(*SnapshotDiffRequest)(nil),     // 109: canopy.meta.v1.SnapshotDiffRequest
+	(*SnapshotChange)(nil),          // 110: canopy.meta.v1.SnapshotChange
+	(*SnapshotDiffReply)(nil),       // 111: canopy.meta.v1.SnapshotDiffReply
+	(*CloneRequest)(nil),            // 112: canopy.meta.v1.CloneRequest
 }
 var file_meta_proto_depIdxs = []int32{
 	5,   // 0: canopy.meta.v1.Dirent.attr:type_name -> canopy.meta.v1.Attr
@@ -9086,48 +9267,51 @@ var file_meta_proto_depIdxs = []int32{
 	28,  // 7: canopy.meta.v1.ChunkView.slices:type_name -> canopy.meta.v1.Slice
 	5,   // 8: canopy.meta.v1.ReadChunksReply.attr:type_name -> canopy.meta.v1.Attr
 	35,  // 9: canopy.meta.v1.ReadChunksReply.chunks:type_name -> canopy.meta.v1.ChunkView
-	28,  // 10: canopy.meta.v1.CompactRequest.slice:type_name -> canopy.meta.v1.Slice
-	39,  // 11: canopy.meta.v1.ListSlicesReply.slices:type_name -> canopy.meta.v1.SliceRef
-	46,  // 12: canopy.meta.v1.TablesReply.mounts:type_name -> canopy.meta.v1.MountEntry
-	47,  // 13: canopy.meta.v1.TablesReply.routes:type_name -> canopy.meta.v1.Route
-	46,  // 14: canopy.meta.v1.TablesUpdate.set_mounts:type_name -> canopy.meta.v1.MountEntry
-	47,  // 15: canopy.meta.v1.TablesUpdate.set_routes:type_name -> canopy.meta.v1.Route
-	56,  // 16: canopy.meta.v1.StatusReply.clients:type_name -> canopy.meta.v1.ClientStatus
-	55,  // 17: canopy.meta.v1.StatusReply.collector:type_name -> canopy.meta.v1.RunRecord
-	55,  // 18: canopy.meta.v1.StatusReply.fsck:type_name -> canopy.meta.v1.RunRecord
-	58,  // 19: canopy.meta.v1.Credential.uids:type_name -> canopy.meta.v1.IDRange
-	58,  // 20: canopy.meta.v1.Credential.gids:type_name -> canopy.meta.v1.IDRange
-	59,  // 21: canopy.meta.v1.AuthTableReply.credentials:type_name -> canopy.meta.v1.Credential
-	59,  // 22: canopy.meta.v1.AuthSyncRequest.credentials:type_name -> canopy.meta.v1.Credential
-	59,  // 23: canopy.meta.v1.AuthAddRequest.credential:type_name -> canopy.meta.v1.Credential
-	59,  // 24: canopy.meta.v1.CredentialReply.credential:type_name -> canopy.meta.v1.Credential
-	59,  // 25: canopy.meta.v1.AuthListReply.credentials:type_name -> canopy.meta.v1.Credential
-	72,  // 26: canopy.meta.v1.GroupReply.members:type_name -> canopy.meta.v1.GroupMember
-	74,  // 27: canopy.meta.v1.QuotaReply.quota:type_name -> canopy.meta.v1.Quota
-	74,  // 28: canopy.meta.v1.QuotaListReply.quotas:type_name -> canopy.meta.v1.Quota
-	74,  // 29: canopy.meta.v1.QuotaMismatch.quota:type_name -> canopy.meta.v1.Quota
-	77,  // 30: canopy.meta.v1.QuotaCheckReply.mismatches:type_name -> canopy.meta.v1.QuotaMismatch
-	82,  // 31: canopy.meta.v1.OwnerQuotaReply.quota:type_name -> canopy.meta.v1.OwnerQuota
-	82,  // 32: canopy.meta.v1.OwnerQuotaListReply.quotas:type_name -> canopy.meta.v1.OwnerQuota
-	82,  // 33: canopy.meta.v1.OwnerQuotaMismatch.quota:type_name -> canopy.meta.v1.OwnerQuota
-	85,  // 34: canopy.meta.v1.OwnerQuotaCheckReply.mismatches:type_name -> canopy.meta.v1.OwnerQuotaMismatch
-	5,   // 35: canopy.meta.v1.TrashEntry.attr:type_name -> canopy.meta.v1.Attr
-	87,  // 36: canopy.meta.v1.TrashListReply.entries:type_name -> canopy.meta.v1.TrashEntry
-	94,  // 37: canopy.meta.v1.XNode.xattrs:type_name -> canopy.meta.v1.XXattr
-	95,  // 38: canopy.meta.v1.XNode.chunks:type_name -> canopy.meta.v1.XChunk
-	96,  // 39: canopy.meta.v1.XChunk.slices:type_name -> canopy.meta.v1.XSlice
-	93,  // 40: canopy.meta.v1.XPrepareReply.image:type_name -> canopy.meta.v1.XNode
-	93,  // 41: canopy.meta.v1.XIntentRequest.image:type_name -> canopy.meta.v1.XNode
-	93,  // 42: canopy.meta.v1.XIntent.image:type_name -> canopy.meta.v1.XNode
-	101, // 43: canopy.meta.v1.XIntentListReply.intents:type_name -> canopy.meta.v1.XIntent
-	104, // 44: canopy.meta.v1.SnapshotReply.snapshot:type_name -> canopy.meta.v1.SnapshotInfo
-	104, // 45: canopy.meta.v1.SnapshotListReply.snapshots:type_name -> canopy.meta.v1.SnapshotInfo
-	108, // 46: canopy.meta.v1.SnapshotDiffReply.changes:type_name -> canopy.meta.v1.SnapshotChange
-	47,  // [47:47] is the sub-list for method output_type
-	47,  // [47:47] is the sub-list for method input_type
-	47,  // [47:47] is the sub-list for extension type_name
-	47,  // [47:47] is the sub-list for extension extendee
-	0,   // [0:47] is the sub-list for field type_name
+	37,  // 10: canopy.meta.v1.ReadChunksReply.inline:type_name -> canopy.meta.v1.InlineSlice
+	37,  // 11: canopy.meta.v1.ListInlineReply.slices:type_name -> canopy.meta.v1.InlineSlice
+	28,  // 12: canopy.meta.v1.CompactRequest.slice:type_name -> canopy.meta.v1.Slice
+	41,  // 13: canopy.meta.v1.ListSlicesReply.slices:type_name -> canopy.meta.v1.SliceRef
+	48,  // 14: canopy.meta.v1.TablesReply.mounts:type_name -> canopy.meta.v1.MountEntry
+	49,  // 15: canopy.meta.v1.TablesReply.routes:type_name -> canopy.meta.v1.Route
+	48,  // 16: canopy.meta.v1.TablesUpdate.set_mounts:type_name -> canopy.meta.v1.MountEntry
+	49,  // 17: canopy.meta.v1.TablesUpdate.set_routes:type_name -> canopy.meta.v1.Route
+	58,  // 18: canopy.meta.v1.StatusReply.clients:type_name -> canopy.meta.v1.ClientStatus
+	57,  // 19: canopy.meta.v1.StatusReply.collector:type_name -> canopy.meta.v1.RunRecord
+	57,  // 20: canopy.meta.v1.StatusReply.fsck:type_name -> canopy.meta.v1.RunRecord
+	60,  // 21: canopy.meta.v1.Credential.uids:type_name -> canopy.meta.v1.IDRange
+	60,  // 22: canopy.meta.v1.Credential.gids:type_name -> canopy.meta.v1.IDRange
+	61,  // 23: canopy.meta.v1.AuthTableReply.credentials:type_name -> canopy.meta.v1.Credential
+	61,  // 24: canopy.meta.v1.AuthSyncRequest.credentials:type_name -> canopy.meta.v1.Credential
+	61,  // 25: canopy.meta.v1.AuthAddRequest.credential:type_name -> canopy.meta.v1.Credential
+	61,  // 26: canopy.meta.v1.CredentialReply.credential:type_name -> canopy.meta.v1.Credential
+	61,  // 27: canopy.meta.v1.AuthListReply.credentials:type_name -> canopy.meta.v1.Credential
+	74,  // 28: canopy.meta.v1.GroupReply.members:type_name -> canopy.meta.v1.GroupMember
+	76,  // 29: canopy.meta.v1.QuotaReply.quota:type_name -> canopy.meta.v1.Quota
+	76,  // 30: canopy.meta.v1.QuotaListReply.quotas:type_name -> canopy.meta.v1.Quota
+	76,  // 31: canopy.meta.v1.QuotaMismatch.quota:type_name -> canopy.meta.v1.Quota
+	79,  // 32: canopy.meta.v1.QuotaCheckReply.mismatches:type_name -> canopy.meta.v1.QuotaMismatch
+	84,  // 33: canopy.meta.v1.OwnerQuotaReply.quota:type_name -> canopy.meta.v1.OwnerQuota
+	84,  // 34: canopy.meta.v1.OwnerQuotaListReply.quotas:type_name -> canopy.meta.v1.OwnerQuota
+	84,  // 35: canopy.meta.v1.OwnerQuotaMismatch.quota:type_name -> canopy.meta.v1.OwnerQuota
+	87,  // 36: canopy.meta.v1.OwnerQuotaCheckReply.mismatches:type_name -> canopy.meta.v1.OwnerQuotaMismatch
+	5,   // 37: canopy.meta.v1.TrashEntry.attr:type_name -> canopy.meta.v1.Attr
+	89,  // 38: canopy.meta.v1.TrashListReply.entries:type_name -> canopy.meta.v1.TrashEntry
+	96,  // 39: canopy.meta.v1.XNode.xattrs:type_name -> canopy.meta.v1.XXattr
+	97,  // 40: canopy.meta.v1.XNode.chunks:type_name -> canopy.meta.v1.XChunk
+	37,  // 41: canopy.meta.v1.XNode.inline:type_name -> canopy.meta.v1.InlineSlice
+	98,  // 42: canopy.meta.v1.XChunk.slices:type_name -> canopy.meta.v1.XSlice
+	95,  // 43: canopy.meta.v1.XPrepareReply.image:type_name -> canopy.meta.v1.XNode
+	95,  // 44: canopy.meta.v1.XIntentRequest.image:type_name -> canopy.meta.v1.XNode
+	95,  // 45: canopy.meta.v1.XIntent.image:type_name -> canopy.meta.v1.XNode
+	103, // 46: canopy.meta.v1.XIntentListReply.intents:type_name -> canopy.meta.v1.XIntent
+	106, // 47: canopy.meta.v1.SnapshotReply.snapshot:type_name -> canopy.meta.v1.SnapshotInfo
+	106, // 48: canopy.meta.v1.SnapshotListReply.snapshots:type_name -> canopy.meta.v1.SnapshotInfo
+	110, // 49: canopy.meta.v1.SnapshotDiffReply.changes:type_name -> canopy.meta.v1.SnapshotChange
+	50,  // [50:50] is the sub-list for method output_type
+	50,  // [50:50] is the sub-list for method input_type
+	50,  // [50:50] is the sub-list for extension type_name
+	50,  // [50:50] is the sub-list for extension extendee
+	0,   // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_meta_proto_init() }
@@ -9141,7 +9325,7 @@ func file_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meta_proto_rawDesc), len(file_meta_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   106,
+			NumMessages:   108,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -86,3 +86,46 @@ func TestSweepKeepsFilesRenamedAcrossPartitions(t *testing.T) {
 		t.Fatalf("the renamed file after partition 1's sweeps: %d bytes, %v; want its %d bytes", len(got), err, len(want))
 	}
 }
+
+// TestUpFlushesInlineFiles: `canopy up` runs the flusher, also with
+// --no-gc: a small file's bytes, sent inline with its commit, become an
+// object in the store without anyone asking, and the file reads the same
+// after.
+func TestUpFlushesInlineFiles(t *testing.T) {
+	dir := t.TempDir()
+	up := startUpArgs(t, "up", "--dir", dir, "--listen", "127.0.0.1:0", "--no-gc")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := client.Dial(up.addr, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	want := []byte("small enough to go inline")
+	if err := c.WriteFile(ctx, "/small", want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := c.Stat(ctx, "/small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunks, err := c.Chunks(ctx, fi.Ino(), 0, 1)
+	if err != nil || len(chunks) != 1 || len(chunks[0].Slices) != 1 {
+		t.Fatalf("chunks: %+v %v", chunks, err)
+	}
+	key := filepath.Join(dir, "objects", filepath.FromSlash(layout.BlockKey(chunks[0].Slices[0].ID, 0, len(want))))
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if got, err := os.ReadFile(key); err == nil {
+			if !bytes.Equal(got, want) {
+				t.Fatalf("the flushed object holds %q, want %q", got, want)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no object %s after 30 s", key)
+		}
+	}
+	if got, err := c.ReadFile(ctx, "/small"); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read after the flush: %q %v", got, err)
+	}
+}

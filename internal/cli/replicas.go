@@ -145,7 +145,7 @@ func upReplicated(cmd *cobra.Command, g *globals, dir, listen, metricsListen str
 		joined[k] = strings.Join(addrs, ",")
 	}
 	for k := range groups {
-		stopGC, err := st.startCollector(storeURL, joined[k], g.secret, "", false, uint16(k), peersOf(k, joined), log.With("partition", k))
+		stopGC, err := st.startStoreJobs(storeURL, joined[k], g.secret, "", false, uint16(k), peersOf(k, joined), log.With("partition", k))
 		if err != nil {
 			return err
 		}

@@ -80,14 +80,16 @@ func publicURL(raw string) string {
 	return u.String()
 }
 
-// startCollector opens the object store and runs the collector of
-// partition against the server at addr until the returned stop is called.
-// peers are the addresses of the namespace's other partitions (by
-// partition), whose lists of slices the orphan sweep consults: files
-// renamed there from partition keep its slice ids.
-func (s *storageFlags) startCollector(storeURL, addr, secret, token string, useTLS bool, partition uint16, peers map[uint16]string,
+// startStoreJobs opens the object store and runs, against the server
+// at addr, partition's flusher (which stores the bytes of small files the
+// partition holds inline as objects) and, unless --no-gc, its collector,
+// until the returned stop is called. peers are the addresses of the
+// namespace's other partitions (by partition), whose lists of slices the
+// collector's orphan sweep consults: files renamed there from partition
+// keep its slice ids.
+func (s *storageFlags) startStoreJobs(storeURL, addr, secret, token string, useTLS bool, partition uint16, peers map[uint16]string,
 	log *slog.Logger) (stop func(), err error) {
-	if s.noGC || storeURL == "" {
+	if storeURL == "" {
 		return func() {}, nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -98,7 +100,7 @@ func (s *storageFlags) startCollector(storeURL, addr, secret, token string, useT
 	}
 	opts := client.Options{Secret: secret, Token: token}
 	if useTLS {
-		// The collector talks to its own process over loopback.
+		// The jobs talk to their own process over loopback.
 		opts.TLS = &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}
 	}
 	c, err := client.Dial(addr, opts)
@@ -106,13 +108,6 @@ func (s *storageFlags) startCollector(storeURL, addr, secret, token string, useT
 		cancel()
 		return nil, fmt.Errorf("collector: %w", err)
 	}
-	vol, err := c.Volume(ctx, client.Ino(protocol.RootIno(partition)))
-	if err != nil {
-		cancel()
-		c.Close()
-		return nil, fmt.Errorf("collector: %w", err)
-	}
-	var admins []data.Admin
 	var peerClients []*client.Client
 	closeAll := func() {
 		for _, pc := range peerClients {
@@ -120,32 +115,43 @@ func (s *storageFlags) startCollector(storeURL, addr, secret, token string, useT
 		}
 		c.Close()
 	}
-	for _, part := range slices.Sorted(maps.Keys(peers)) {
-		pc, err := client.Dial(peers[part], opts)
-		if err != nil {
-			cancel()
-			closeAll()
-			return nil, fmt.Errorf("collector: partition %d: %w", part, err)
-		}
-		peerClients = append(peerClients, pc)
-		admins = append(admins, clientdata.Admin(pc, part))
+	vol, err := c.Volume(ctx, client.Ino(protocol.RootIno(partition)))
+	if err != nil {
+		cancel()
+		closeAll()
+		return nil, fmt.Errorf("collector: %w", err)
 	}
-	col := data.NewCollector(store, clientdata.Admin(c, partition), data.CollectorConfig{
-		Delay: s.gcDelay, Grace: s.gcGrace, Interval: s.gcInterval, BlockSize: vol.BlockSize,
-		Logger: log.With("component", "collector"),
-		Report: collectorReport(c, partition, log),
-		Peers:  admins,
+	var jobs sync.WaitGroup
+	flusher := data.NewFlusher(store, clientdata.InlineAdmin(c, partition), data.FlusherConfig{
+		BlockSize: vol.BlockSize, Logger: log.With("component", "flusher"),
 	})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		col.Run(ctx)
-	}()
+	jobs.Go(func() { flusher.Run(ctx) })
+	if !s.noGC {
+		var admins []data.Admin
+		for _, part := range slices.Sorted(maps.Keys(peers)) {
+			pc, err := client.Dial(peers[part], opts)
+			if err != nil {
+				cancel()
+				jobs.Wait()
+				closeAll()
+				return nil, fmt.Errorf("collector: partition %d: %w", part, err)
+			}
+			peerClients = append(peerClients, pc)
+			admins = append(admins, clientdata.Admin(pc, part))
+		}
+		col := data.NewCollector(store, clientdata.Admin(c, partition), data.CollectorConfig{
+			Delay: s.gcDelay, Grace: s.gcGrace, Interval: s.gcInterval, BlockSize: vol.BlockSize,
+			Logger: log.With("component", "collector"),
+			Report: collectorReport(c, partition, log),
+			Peers:  admins,
+		})
+		jobs.Go(func() { col.Run(ctx) })
+	}
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			cancel()
-			<-done
+			jobs.Wait()
 			closeAll()
 		})
 	}, nil

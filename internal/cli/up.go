@@ -261,7 +261,7 @@ func serve(cmd *cobra.Command, cfg server.Config, listen, metricsListen, ready s
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	stopGC, err := st.startCollector(storeURL, ln.Addr().String(), cfg.Secret, adminToken, cfg.TLS != nil, cfg.Partition, nil, cfg.Logger)
+	stopGC, err := st.startStoreJobs(storeURL, ln.Addr().String(), cfg.Secret, adminToken, cfg.TLS != nil, cfg.Partition, nil, cfg.Logger)
 	if err != nil {
 		srv.Close()
 		return err

@@ -67,7 +67,7 @@ func upPartitions(cmd *cobra.Command, g *globals, dir, listen, metricsListen str
 		return err
 	}
 	for k, addr := range addrs {
-		stopGC, err := st.startCollector(storeURL, addr, g.secret, "", false, uint16(k), peersOf(k, addrs), log.With("partition", k))
+		stopGC, err := st.startStoreJobs(storeURL, addr, g.secret, "", false, uint16(k), peersOf(k, addrs), log.With("partition", k))
 		if err != nil {
 			return err
 		}

@@ -27,6 +27,10 @@ func Meta(c *client.Client) data.Meta { return hook.Meta(c) }
 // collector and fsck.
 func Admin(c *client.Client, part uint16) data.Admin { return hook.Admin(c, part) }
 
+// InlineAdmin returns the inline slice calls of partition part, for the
+// flusher.
+func InlineAdmin(c *client.Client, part uint16) data.InlineAdmin { return hook.InlineAdmin(c, part) }
+
 // Volume returns the volume c's files are stored in, opening its object
 // store on first use (the store the server names, unless the options c was
 // dialed with say otherwise).

@@ -40,6 +40,8 @@ func (m *recordingMeta) Commit(ctx context.Context, ino uint64, writes []*pb.Sli
 	return &pb.Attr{Ino: ino, Size: m.size[ino]}, nil
 }
 
+func (m *recordingMeta) InlineMax(context.Context, uint64) int { return 0 }
+
 func (m *recordingMeta) ReadChunks(ctx context.Context, ino uint64, chunk, count uint32) (*pb.ReadChunksReply, error) {
 	panic("not used")
 }

@@ -247,6 +247,7 @@ func (c *Collector) knownEverywhere(ctx context.Context) (map[uint64]sliceInfo, 
 type sliceInfo struct {
 	size    uint32
 	garbage bool
+	inline  bool // held inline by the partition: no object expected yet
 }
 
 // knownSlices returns every slice the partition knows: used by files, and
@@ -260,7 +261,7 @@ func knownSlices(ctx context.Context, admin Admin) (map[uint64]sliceInfo, error)
 			return nil, fmt.Errorf("list slices: %w", err)
 		}
 		for _, ref := range page.Slices {
-			known[ref.Id] = sliceInfo{size: ref.Size}
+			known[ref.Id] = sliceInfo{size: ref.Size, inline: ref.Inline}
 			after = max(after, ref.Id)
 		}
 		if page.Eof || len(page.Slices) == 0 {

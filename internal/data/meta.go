@@ -18,6 +18,9 @@ type Meta interface {
 	// ReadChunks returns the views of count chunks from chunk, with the
 	// file's attributes.
 	ReadChunks(ctx context.Context, ino uint64, chunk, count uint32) (*pb.ReadChunksReply, error)
+	// InlineMax returns the largest slice the partition of ino takes
+	// inline, its bytes in the commit (SliceWrite.Data); 0: none.
+	InlineMax(ctx context.Context, ino uint64) int
 	// Compact replaces the first len(oldIDs) stored slices of a chunk by
 	// one slice; it fails with EAGAIN when they are no longer exactly
 	// oldIDs.

@@ -23,6 +23,7 @@ type Reader struct {
 	size    uint64 // from the last READ_CHUNKS
 	known   bool   // size and views are loaded
 	views   map[uint32]*pb.ChunkView
+	inline  map[uint64][]byte // bytes of inline slices the views name (not objects yet)
 	next    int64 // where the last read ended
 	ahead   int   // current readahead window, bytes
 	aheadTo int64 // readahead has been started up to here
@@ -37,7 +38,7 @@ type Reader struct {
 
 // NewReader returns a reader for file ino that asks meta for its chunks.
 func (v *Volume) NewReader(meta Meta, ino uint64) *Reader {
-	return &Reader{v: v, meta: meta, ino: ino, views: map[uint32]*pb.ChunkView{}}
+	return &Reader{v: v, meta: meta, ino: ino, views: map[uint32]*pb.ChunkView{}, inline: map[uint64][]byte{}}
 }
 
 // Invalidate forgets the file's size and chunk views (after the file was
@@ -46,6 +47,7 @@ func (r *Reader) Invalidate() {
 	r.Release()
 	r.known = false
 	clear(r.views)
+	clear(r.inline)
 	r.aheadTo = 0
 }
 
@@ -73,6 +75,12 @@ func (r *Reader) view(ctx context.Context, chunk uint32) (*pb.ChunkView, error) 
 	}
 	if !r.known {
 		clear(r.views)
+		clear(r.inline)
+	}
+	for _, s := range reply.Inline {
+		if s != nil && s.Id != 0 {
+			r.inline[s.Id] = s.Data
+		}
 	}
 	r.known = true
 	r.size = reply.Attr.Size
@@ -154,6 +162,13 @@ func (r *Reader) Release() {
 
 // readSlice fills dst with the bytes of slice id (size bytes) from soff.
 func (r *Reader) readSlice(ctx context.Context, id uint64, size, soff int, dst []byte) error {
+	if data, ok := r.inline[id]; ok {
+		if len(data) != size || soff+len(dst) > len(data) {
+			return fmt.Errorf("inline slice %d: %d bytes for a slice of %d read at %d: %w", id, len(data), size, soff, ErrCorrupt)
+		}
+		copy(dst, data[soff:])
+		return nil
+	}
 	bs := r.v.BlockSize
 	for len(dst) > 0 {
 		index := soff / bs
@@ -196,7 +211,7 @@ func (r *Reader) readahead(ctx context.Context, sequential bool) {
 		}
 		r.pieces = plan(r.pieces[:0], cv.Slices, pos, m)
 		for _, pc := range r.pieces {
-			if pc.id == 0 {
+			if _, inline := r.inline[pc.id]; pc.id == 0 || inline {
 				continue
 			}
 			for b := pc.soff / r.v.BlockSize; b*r.v.BlockSize < pc.soff+pc.n; b++ {

@@ -31,6 +31,9 @@ type Config struct {
 	// for reads the memory cache no longer holds and across restarts.
 	CacheDir      string
 	CacheDirBytes int64
+	// NoInline stores every slice as objects before its commit, even
+	// where the partition would take a small file's bytes inline.
+	NoInline bool
 }
 
 // DefaultCacheDirBytes is the default bound of Config.CacheDir.

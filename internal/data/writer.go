@@ -271,6 +271,9 @@ func (w *Writer) Flush(ctx context.Context) error {
 	if len(w.slices) == 0 {
 		return nil
 	}
+	if done, err := w.flushInline(ctx); done {
+		return err
+	}
 	var err error
 	for _, s := range w.slices {
 		if e := w.finish(ctx, s); e != nil && err == nil {
@@ -324,6 +327,43 @@ func (w *Writer) Flush(ctx context.Context) error {
 	}
 	w.slices, w.done = nil, 0
 	return nil
+}
+
+// flushInline commits the file's whole content with its bytes inline
+// when it is one small slice from the file's start of which nothing is
+// uploaded yet, and the partition takes such slices (engine/inline.go):
+// no object is stored and nothing waits for the object store; the
+// partition's flusher stores the objects later. It reports whether it
+// did (or failed for good: err); false leaves the slice to the ordinary
+// path, also when the partition has no room for inline bytes now
+// (ENOBUFS) or the file turned out longer (EINVAL).
+func (w *Writer) flushInline(ctx context.Context) (bool, error) {
+	if w.v.cfg.NoInline || len(w.slices) != 1 {
+		return false, nil
+	}
+	s := w.slices[0]
+	n := s.length
+	if s.chunk != 0 || s.pos != 0 || n == 0 || len(s.cur) != n || uint64(n) != w.size {
+		return false, nil
+	}
+	if n > w.meta.InlineMax(ctx, w.ino) {
+		return false, nil
+	}
+	write := &pb.SliceWrite{Slice: &pb.Slice{Id: s.id, Size: uint32(n), Len: uint32(n)}, Data: s.cur}
+	if _, err := w.meta.Commit(ctx, w.ino, []*pb.SliceWrite{write}, w.size); err != nil {
+		if errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.EINVAL) {
+			return false, nil
+		}
+		return true, fmt.Errorf("commit: %w", err) // the slice stays, for a retry
+	}
+	w.v.pool.put(s.cur)
+	w.v.budget.release(int64(w.v.BlockSize), false)
+	s.cur, s.open = nil, false
+	if w.open[s.chunk] == s {
+		delete(w.open, s.chunk)
+	}
+	w.slices, w.done = nil, 0
+	return true, nil
 }
 
 // Abort drops buffered writes without committing them, after their

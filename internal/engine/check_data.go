@@ -18,7 +18,9 @@ import (
 //   - garbage ids were handed out and no chunk uses them;
 //   - pending batches are sorted, disjoint, below next, with their unused
 //     count right, and no chunk or garbage entry holds an unused id;
-//   - the orphan set is exactly the regular files with no links.
+//   - the orphan set is exactly the regular files with no links;
+//   - inline slices are used and hold as many bytes as their size
+//     (checkInline).
 func (e *Engine) checkData() error {
 	next := e.NextSliceID()
 	uses := make(map[uint64]uint32)
@@ -96,6 +98,9 @@ func (e *Engine) checkData() error {
 		if e.pendingBatch(id) != nil {
 			return fmt.Errorf("garbage slice %d still pending", id)
 		}
+	}
+	if err := e.checkInline(uses); err != nil {
+		return err
 	}
 	if len(e.pending) > maxPendingBatches {
 		return fmt.Errorf("%d pending slice batches", len(e.pending))

@@ -23,8 +23,9 @@ import (
 // loaded from a checkpoint in between; version 06 adds the directory
 // quotas' limits after the data section (quota_checkpoint.go), and, as
 // optional last sections, the user and group quotas' limits
-// (quota_owner_checkpoint.go) and the intents of renames across
-// partitions (xrename_checkpoint.go). Load reads versions 04, 05 and 06.
+// (quota_owner_checkpoint.go), the bytes of inline slices
+// (inline_checkpoint.go) and the intents of renames across partitions
+// (xrename_checkpoint.go). Load reads versions 04, 05 and 06.
 const (
 	checkpointMagic   = "CNPYNS06"
 	checkpointMagic05 = "CNPYNS05"
@@ -70,6 +71,7 @@ func (e *Engine) WriteCheckpoint(w io.Writer) error {
 	enc.writeData(e)
 	enc.quotas(e.quota.list)
 	enc.ownerQuotas(e.oq.list)
+	enc.inline(e.inl.data)
 	enc.intents(e.xr.list)
 	enc.flush()
 	if enc.err != nil {
@@ -131,6 +133,7 @@ func load(r io.Reader, parallel bool) (*Engine, error) {
 	if string(magic) == checkpointMagic {
 		dec.readQuotas(e)
 		dec.readOwnerQuotas(e)
+		dec.readInline(e)
 		dec.readIntents(e)
 	}
 	if dec.err != nil {

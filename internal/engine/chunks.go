@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"slices"
 	"sort"
 	"syscall"
@@ -253,8 +254,10 @@ func checkPlacement(s Slice) error {
 // chunk boundary, stored as one slice). mtime sets the file's mtime (0:
 // now); ctime is now. Stored slices that the new ones cover entirely are
 // dropped, and their ids become garbage at now unless still used elsewhere.
-// At most MaxCommitWrites slices per commit (EINVAL). Nothing changes
-// unless everything is valid.
+// At most MaxCommitWrites slices per commit (EINVAL). A write may carry
+// its bytes inline (inline.go: EINVAL unless it is the file's whole
+// content, ENOBUFS when the partition holds as much inline as it may).
+// Nothing changes unless everything is valid.
 func (e *Engine) Commit(c Cred, ino Ino, writes []SliceWrite, size uint64, mtime, now int64) (Attr, error) {
 	n, err := e.regular(ino)
 	if err != nil {
@@ -293,6 +296,12 @@ func (e *Engine) Commit(c Cred, ino Ino, writes []SliceWrite, size uint64, mtime
 			return Attr{}, syscall.EINVAL
 		}
 	}
+	inline := slices.ContainsFunc(writes, func(w SliceWrite) bool { return w.Data != nil })
+	if inline {
+		if err := e.checkInlineWrite(writes, newSize); err != nil {
+			return Attr{}, err
+		}
+	}
 	q, err := e.quotaGrow(n, newSize)
 	if err != nil {
 		return Attr{}, err
@@ -319,6 +328,9 @@ func (e *Engine) Commit(c Cred, ino Ino, writes []SliceWrite, size uint64, mtime
 		if ch := &e.chunks(n)[i]; overlapsEarlier(ch.slices, t.before) {
 			e.prune(ch, now)
 		}
+	}
+	if inline {
+		e.addInline(writes[0].Slice.ID, bytes.Clone(writes[0].Data))
 	}
 	a := n
 	e.used += newSize - a.Size

@@ -28,6 +28,8 @@ import (
 //	slice       one unused slice
 //	quotas      the directory quotas' limits (quota_dump.go)
 //	owner_quotas  the user and group quotas' limits, if any (quota_owner_checkpoint.go)
+//	inline      the number of inline slices that follow, if any (inline_checkpoint.go)
+//	inline_slice  one inline slice's id and bytes
 //
 // Names, targets and xattr values are JSON strings when they are valid
 // UTF-8 and {"b64": "..."} otherwise.
@@ -112,6 +114,8 @@ type jrec struct {
 	// slice
 	ID    uint64 `json:"id,omitempty"`
 	Freed int64  `json:"freed,omitempty"`
+	// inline_slice
+	Data jbytes `json:"data,omitempty"`
 
 	// quotas
 	Quotas []jquota `json:"quotas,omitempty"`
@@ -226,6 +230,7 @@ func CheckpointToJSON(r io.Reader, w io.Writer, records func(nodes uint64)) erro
 	d.jsonData(put)
 	d.jsonQuotas(put)
 	d.jsonOwnerQuotas(put)
+	d.jsonInline(put)
 	if d.err != nil {
 		return fmt.Errorf("%w: %w", ErrBadCheckpoint, d.err)
 	}
@@ -510,18 +515,30 @@ func JSONToCheckpoint(r io.Reader, w io.Writer, records func(nodes uint64)) erro
 	if err := jsonQuotasToCheckpoint(next, e); err != nil {
 		return err
 	}
-	if sc.Scan() { // the optional owner quotas
+	// The optional sections, each at most once and in this order.
+	optional := []string{"owner_quotas", "inline"}
+	for sc.Scan() {
 		line++
 		rec := &jrec{}
 		if err := json.Unmarshal(sc.Bytes(), rec); err != nil {
 			return fmt.Errorf("%w: line %d: %w", ErrBadJSONDump, line, err)
 		}
-		if err := jsonOwnerQuotasToCheckpoint(rec, e); err != nil {
+		for len(optional) > 0 && optional[0] != rec.T {
+			optional = optional[1:]
+		}
+		if len(optional) == 0 {
+			return fmt.Errorf("%w: line %d: a %q record after the quotas", ErrBadJSONDump, line, rec.T)
+		}
+		optional = optional[1:]
+		var err error
+		if rec.T == "inline" {
+			err = jsonInlineToCheckpoint(rec, next, e)
+		} else {
+			err = jsonOwnerQuotasToCheckpoint(rec, e)
+		}
+		if err != nil {
 			return fmt.Errorf("line %d: %w", line, err)
 		}
-	}
-	if sc.Scan() {
-		return fmt.Errorf("%w: line %d: records after the last", ErrBadJSONDump, line+1)
 	}
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("read JSON dump: %w", err)

@@ -28,6 +28,8 @@ type Engine struct {
 
 	xr xrenameState // renames across partitions in progress; see xrename.go
 
+	inl inlineState // the bytes of inline slices; see inline.go
+
 	// The data path (see chunks.go, slices.go, garbage.go, open.go).
 	nextSlice     uint64                  // next local slice number to hand out
 	pending       []*allocBatch           // allocated slice ids not all used yet, by first id

@@ -21,8 +21,8 @@ import (
 //     dirents header, xattr map and chunk lists; a directory's entry
 //     buffer itself is copied only when an entry is overwritten in place
 //     (dirents.ownBuf), since appending writes past what the freeze sees;
-//   - the node slab's free list, the pending slice batches and the garbage
-//     list: copied at their first change;
+//   - the node slab's free list, the pending slice batches, the garbage
+//     list and the inline slices' map: copied at their first change;
 //   - the owner pairs, few, are copied at the freeze; the federation tables
 //     are replaced, never changed in place, so the freeze shares them.
 //
@@ -61,6 +61,7 @@ func (e *Engine) Freeze() *Frozen {
 		xr:        xrenameState{list: e.xr.list},
 		nextSlice: e.nextSlice, pending: e.pending,
 		garbage: e.garbage, garbageSorted: e.garbageSorted,
+		inl: inlineState{data: e.inl.data, bytes: e.inl.bytes},
 	}
 	v.st.nodes = e.st.nodes.frozen()
 	v.st.extras = e.st.extras.frozen()

@@ -8,9 +8,10 @@ import (
 // SliceRef names a slice and the bytes stored for it. Freed is, in the
 // garbage list, the time its last use went away.
 type SliceRef struct {
-	ID    uint64
-	Size  uint32
-	Freed int64
+	ID     uint64
+	Size   uint32
+	Freed  int64
+	Inline bool // ListSlices: its bytes are held inline (inline.go), no object is stored yet
 }
 
 // Paging limits of ListGarbage and ListSlices.
@@ -37,6 +38,7 @@ func (e *Engine) unref(s Slice, now int64) {
 		}
 		return
 	}
+	e.dropInline(s.ID)
 	e.ownGarbage()
 	e.garbage[s.ID] = garbageEntry{size: s.Size, freed: now}
 	e.garbageSorted = nil
@@ -134,6 +136,9 @@ func (e *Engine) ListSlices(after uint64, limit int) (refs []SliceRef, eof bool)
 		}
 	}
 	refs = sortedUnique(refs, limit+1)
+	for i := range refs {
+		_, refs[i].Inline = e.inl.data[refs[i].ID]
+	}
 	if len(refs) > limit {
 		return refs[:limit:limit], false
 	}

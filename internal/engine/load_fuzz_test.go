@@ -70,6 +70,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add(seed[:len(seed)/2])
 	f.Add(intentsSeed(f))
 	f.Add(ownerQuotasSeed(f))
+	f.Add(inlineSeed(f))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		e, err := loadBoth(t, data) // parallel and serial agree
 		if err != nil {
@@ -132,6 +133,29 @@ func intentsSeed(tb testing.TB) []byte {
 		tb.Fatal(err)
 	}
 	if _, err := e.XCommitSource(XID{3}, nil, 5); err != nil {
+		tb.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := e.WriteCheckpoint(&buf); err != nil {
+		tb.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// inlineSeed is a checkpoint holding inline slices: one of a file, one of
+// a clone sharing it, and one of a node on its way to another partition.
+func inlineSeed(tb testing.TB) []byte {
+	tb.Helper()
+	e := New(4, 1)
+	ino, _ := commitInline(tb, e, "a", []byte("first"), 2)
+	commitInline(tb, e, "b", []byte{0, 1, 2, 0xff}, 2)
+	if _, err := e.Clone(credRoot, ino, e.Root(), "a2", 3); err != nil {
+		tb.Fatal(err)
+	}
+	if _, _, err := e.XPrepareSource(credRoot, XID{5}, e.Root(), "b", 0, 1, 4); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := e.XCommitSource(XID{5}, nil, 5); err != nil {
 		tb.Fatal(err)
 	}
 	var buf bytes.Buffer

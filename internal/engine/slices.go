@@ -22,6 +22,7 @@ type Slice struct {
 type SliceWrite struct {
 	Chunk uint32
 	Slice Slice
+	Data  []byte // the slice's bytes, inline (inline.go); nil: stored as objects
 }
 
 // ChunkView is what a reader of one chunk needs: non-overlapping slices

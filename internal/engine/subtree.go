@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"iter"
 	"slices"
 )
 
@@ -133,11 +134,31 @@ func (e *Engine) writeSubtree(w io.Writer, top uint32) (int, error) {
 	}
 	enc.uint(0) // no garbage
 	enc.quotas(e.subtreeQuotas(links, topIno))
+	enc.inline(e.subtreeInline(inSubtree))
 	enc.flush()
 	if enc.err != nil {
 		return 0, fmt.Errorf("write subtree: %w", enc.err)
 	}
 	return count, nil
+}
+
+// subtreeInline returns the inline bytes of the slices of the files
+// among nodes.
+func (e *Engine) subtreeInline(nodes iter.Seq2[uint32, *node]) map[uint64][]byte {
+	if len(e.inl.data) == 0 {
+		return nil
+	}
+	out := map[uint64][]byte{}
+	for _, n := range nodes {
+		for _, ch := range e.chunks(n) {
+			for _, s := range ch.slices {
+				if d, ok := e.inl.data[s.ID]; ok {
+					out[s.ID] = d
+				}
+			}
+		}
+	}
+	return out
 }
 
 // subtreeQuotas returns the limits of the quotas on directories of the

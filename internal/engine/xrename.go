@@ -89,6 +89,11 @@ type XNode struct {
 	Target string
 	Xattrs []XXattr // in name order
 	Chunks []XChunk // in chunk order
+	// Inline is, in an image arriving, the bytes of those of its slices
+	// the sending partition still held inline (ImageInline); they are not
+	// kept in intents: a partition sending a node keeps them in its own
+	// inline slices until it forgets the intent.
+	Inline []InlineSlice
 }
 
 // Intent is one side's record of a rename across partitions. It is
@@ -478,6 +483,7 @@ func (e *Engine) XCommitTarget(id XID, image *XNode, now int64) error {
 	nslot := e.arrive(nd, image, now)
 	if _, dst := e.child(nd, it.Name); dst != nil {
 		if it.Flags&RenameExchange != 0 {
+			e.dropInlineOf(e.imageOf(dst).Chunks) // sent to the source with the prepare's image
 			e.depart(dst)
 		} else {
 			e.dropLink(dst, now)
@@ -518,10 +524,33 @@ func (e *Engine) XForget(id XID, now int64) error {
 	if it.State != XCommitted {
 		return fmt.Errorf("intent not committed: %w", syscall.EBUSY)
 	}
+	e.dropInlineOf(it.Image.Chunks)
 	done := *it
 	done.State, done.Image, done.At = XDone, nil, now
 	e.setIntent(id, &done)
 	return nil
+}
+
+// ImageInline returns the bytes of img's slices this partition holds
+// inline, to send along with the image.
+func (e *Engine) ImageInline(img *XNode) []InlineSlice {
+	if img == nil {
+		return nil
+	}
+	return e.inlineOf(img.Chunks)
+}
+
+// dropInlineOf forgets the inline bytes of the slices of a node that has
+// left for another partition (which was sent them), unless a file here
+// still shares them.
+func (e *Engine) dropInlineOf(chunks []XChunk) {
+	for _, ch := range chunks {
+		for _, s := range ch.Slices {
+			if e.shared[s.ID] == 0 {
+				e.dropInline(s.ID)
+			}
+		}
+	}
 }
 
 // imageOf returns the image of non-directory n.
@@ -581,6 +610,17 @@ func checkImage(img *XNode) error {
 			}
 		}
 	}
+	for i, in := range img.Inline {
+		sized := false
+		for _, ch := range img.Chunks {
+			for _, s := range ch.Slices {
+				sized = sized || s.ID == in.ID && int(s.Size) == len(in.Data)
+			}
+		}
+		if !sized || len(in.Data) > MaxInlineSlice || i > 0 && img.Inline[i-1].ID >= in.ID {
+			return fmt.Errorf("image inline slice %d: %w", in.ID, syscall.EINVAL)
+		}
+	}
 	return nil
 }
 
@@ -612,6 +652,9 @@ func (e *Engine) arrive(d *node, img *XNode, now int64) uint32 {
 			cs[i] = chunk{idx: ch.Index, slices: slices.Clone(ch.Slices)}
 		}
 		e.setChunks(n, cs)
+	}
+	for _, in := range img.Inline {
+		e.addInline(in.ID, bytes.Clone(in.Data))
 	}
 	if n.Mode&S_IFMT == S_IFREG {
 		e.used += n.Size

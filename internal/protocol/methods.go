@@ -155,6 +155,10 @@ var methods = [...]Info{
 	pb.Method_LIST_GARBAGE: {ClassRead, RouteOne, slicesReq},
 	pb.Method_PURGE:        {ClassMutation, RouteOne, purgeReq},
 	pb.Method_LIST_SLICES:  {ClassRead, RouteOne, slicesReq},
+	// Inline slices: the bytes of small files kept by the partition until
+	// they are stored as objects.
+	pb.Method_LIST_INLINE:   {ClassRead, RouteOne, slicesReq},
+	pb.Method_INLINE_STORED: {ClassMutation, RouteOne, purgeReq},
 
 	pb.Method_GETLK:       {ClassLock, RouteOne, lockReq},
 	pb.Method_SETLK:       {ClassLock, RouteOne, lockReq},

@@ -299,7 +299,8 @@ func addrOf(remote net.Addr) netip.Addr {
 func adminOnly(m pb.Method) bool {
 	switch m {
 	case pb.Method_AUTH_ADD, pb.Method_AUTH_LIST, pb.Method_AUTH_REMOVE, pb.Method_AUTH_ROTATE,
-		pb.Method_TABLES_UPDATE, pb.Method_LIST_GARBAGE, pb.Method_PURGE, pb.Method_LIST_SLICES:
+		pb.Method_TABLES_UPDATE, pb.Method_LIST_GARBAGE, pb.Method_PURGE, pb.Method_LIST_SLICES,
+		pb.Method_LIST_INLINE, pb.Method_INLINE_STORED:
 		return true
 	}
 	return false

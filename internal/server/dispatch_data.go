@@ -1,6 +1,7 @@
 package server
 
 import (
+	"slices"
 	"syscall"
 
 	"google.golang.org/protobuf/proto"
@@ -30,7 +31,7 @@ func dispatchData(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Messag
 			if w.Slice == nil {
 				return nil, syscall.EINVAL
 			}
-			writes[i] = engine.SliceWrite{Chunk: w.Chunk, Slice: fromPBSlice(w.Slice)}
+			writes[i] = engine.SliceWrite{Chunk: w.Chunk, Slice: fromPBSlice(w.Slice), Data: w.Data}
 		}
 		return attrReply(e.Commit(c, engine.Ino(r.Ino), writes, r.Size, r.MtimeNs, now))
 	case pb.Method_CONCAT:
@@ -54,6 +55,7 @@ func dispatchData(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Messag
 			}
 			reply.Chunks[i] = cv
 		}
+		reply.Inline = inlineOfViews(e, views)
 		return reply, nil
 	case pb.Method_OPEN:
 		r := req.(*pb.OpenRequest)
@@ -85,6 +87,24 @@ func dispatchData(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Messag
 		}
 		e.Purge(r.Ids)
 		return nil, nil
+	case pb.Method_LIST_INLINE:
+		r := req.(*pb.ListSlicesRequest)
+		if _, err := e.GetAttr(engine.Ino(r.Ino)); err != nil {
+			return nil, err
+		}
+		list, eof := e.ListInline(r.After, int(min(r.Limit, engine.MaxListSlices)))
+		reply := &pb.ListInlineReply{Slices: make([]*pb.InlineSlice, len(list)), Eof: eof}
+		for i, s := range list {
+			reply.Slices[i] = &pb.InlineSlice{Id: s.ID, Data: s.Data}
+		}
+		return reply, nil
+	case pb.Method_INLINE_STORED:
+		r := req.(*pb.PurgeRequest)
+		if _, err := e.GetAttr(engine.Ino(r.Ino)); err != nil {
+			return nil, err
+		}
+		e.InlineStored(r.Ids)
+		return nil, nil
 	case pb.Method_LIST_SLICES:
 		r := req.(*pb.ListSlicesRequest)
 		if _, err := e.GetAttr(engine.Ino(r.Ino)); err != nil {
@@ -98,13 +118,26 @@ func dispatchData(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Messag
 
 // volumeReply answers VOLUME: where file data is stored and how it is cut.
 func volumeReply(storage string) *pb.VolumeReply {
-	return &pb.VolumeReply{Storage: storage, ChunkSize: layout.ChunkSize, BlockSize: layout.BlockSize}
+	return &pb.VolumeReply{Storage: storage, ChunkSize: layout.ChunkSize, BlockSize: layout.BlockSize, InlineMax: engine.MaxInlineSlice}
+}
+
+// inlineOfViews returns the bytes of the inline slices views name.
+func inlineOfViews(e *engine.Engine, views []engine.ChunkView) []*pb.InlineSlice {
+	var out []*pb.InlineSlice
+	for _, v := range views {
+		for _, s := range v.Slices {
+			if d, ok := e.Inline(s.ID); ok && !slices.ContainsFunc(out, func(x *pb.InlineSlice) bool { return x.Id == s.ID }) {
+				out = append(out, &pb.InlineSlice{Id: s.ID, Data: d})
+			}
+		}
+	}
+	return out
 }
 
 func listSlicesReply(e *engine.Engine, refs []engine.SliceRef, eof bool) *pb.ListSlicesReply {
 	r := &pb.ListSlicesReply{Slices: make([]*pb.SliceRef, len(refs)), Eof: eof, NextId: e.NextSliceID()}
 	for i, s := range refs {
-		r.Slices[i] = &pb.SliceRef{Id: s.ID, Size: s.Size, FreedNs: s.Freed}
+		r.Slices[i] = &pb.SliceRef{Id: s.ID, Size: s.Size, FreedNs: s.Freed, Inline: s.Inline}
 	}
 	return r
 }

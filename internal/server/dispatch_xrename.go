@@ -38,7 +38,7 @@ func dispatchXRename(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Mes
 		if err != nil {
 			return nil, err
 		}
-		return &pb.XPrepareReply{Image: imageToPB(img)}, nil
+		return &pb.XPrepareReply{Image: imageToPB(e, img)}, nil
 	}
 	r := req.(*pb.XIntentRequest)
 	if m == pb.Method_XRENAME_LIST {
@@ -58,7 +58,7 @@ func dispatchXRename(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Mes
 		if err != nil {
 			return nil, err
 		}
-		return &pb.XPrepareReply{Image: imageToPB(img)}, nil
+		return &pb.XPrepareReply{Image: imageToPB(e, img)}, nil
 	case pb.Method_XRENAME_COMMIT_DST:
 		if r.Image == nil {
 			return nil, fmt.Errorf("commit without an image: %w", syscall.EINVAL)
@@ -82,19 +82,39 @@ func xid(b []byte) (engine.XID, error) {
 	return id, nil
 }
 
+// maxListedInline bounds the inline bytes the images of one
+// XRENAME_LIST carry. Intents whose images would go beyond are left for a
+// later list (the recovery pass asks again; it decides to abort a target
+// intent by the source's XRENAME_STATE, never by its absence here).
+const maxListedInline = 8 << 20
+
 func intentList(e *engine.Engine, now int64) *pb.XIntentListReply {
 	r := &pb.XIntentListReply{}
+	inline := 0
 	for _, in := range e.Intents() {
 		if in.State == engine.XDone {
 			continue // nothing left to do; kept for retries
 		}
+		img := imageToPB(e, in.Image)
+		if img != nil {
+			n := 0
+			for _, s := range img.Inline {
+				n += len(s.Data)
+			}
+			if n > 0 && inline+n > maxListedInline {
+				continue
+			}
+			inline += n
+		}
 		r.Intents = append(r.Intents, &pb.XIntent{Id: in.ID[:], Role: uint32(in.Role), State: uint32(in.State), Peer: uint32(in.Peer),
-			AgeNs: now - in.At, Image: imageToPB(in.Image), Parent: uint64(in.Parent), Name: in.Name})
+			AgeNs: now - in.At, Image: img, Parent: uint64(in.Parent), Name: in.Name})
 	}
 	return r
 }
 
-func imageToPB(img *engine.XNode) *pb.XNode {
+// imageToPB encodes img with the bytes of its slices e still holds
+// inline (engine/inline.go), which the partition it goes to needs.
+func imageToPB(e *engine.Engine, img *engine.XNode) *pb.XNode {
 	if img == nil {
 		return nil
 	}
@@ -111,6 +131,9 @@ func imageToPB(img *engine.XNode) *pb.XNode {
 		}
 		x.Chunks = append(x.Chunks, c)
 	}
+	for _, s := range e.ImageInline(img) {
+		x.Inline = append(x.Inline, &pb.InlineSlice{Id: s.ID, Data: s.Data})
+	}
 	return x
 }
 
@@ -126,6 +149,11 @@ func imageFromPB(x *pb.XNode) *engine.XNode {
 			ch.Slices = append(ch.Slices, engine.Slice{ID: s.Id, Size: s.Size, Off: s.Off, Len: s.Len, Pos: s.Pos})
 		}
 		img.Chunks = append(img.Chunks, ch)
+	}
+	for _, s := range x.Inline {
+		if s != nil {
+			img.Inline = append(img.Inline, engine.InlineSlice{ID: s.Id, Data: s.Data})
+		}
 	}
 	return img
 }

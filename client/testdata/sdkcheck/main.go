@@ -90,6 +90,18 @@ func run(addr string) error {
 	if len(chunks) != 1 || len(chunks[0].Slices) == 0 {
 		return fmt.Errorf("chunks of a written file: %+v", chunks)
 	}
+	// A file too large to go inline with its commit is read through the
+	// block cache.
+	big := make([]byte, 200<<10)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	if err := c.WriteFile(ctx, "/sdkcheck/file.big", big, 0o600); err != nil {
+		return err
+	}
+	if got, err := c.ReadFile(ctx, "/sdkcheck/file.big"); err != nil || !slices.Equal(got, big) {
+		return fmt.Errorf("read of a 200 KiB file: %d bytes, %v", len(got), err)
+	}
 	var stats client.CacheStats // a type of package client, named from outside
 	stats, ok := c.CacheStats()
 	if !ok || stats.Hits+stats.Misses == 0 {
@@ -108,7 +120,7 @@ func run(addr string) error {
 	if err != nil {
 		return fmt.Errorf("walk: %w", err)
 	}
-	if wantWalk := []string{".", "dir", "dir/hello.txt", "file.bin"}; !slices.Equal(walked, wantWalk) {
+	if wantWalk := []string{".", "dir", "dir/hello.txt", "file.big", "file.bin"}; !slices.Equal(walked, wantWalk) {
 		return fmt.Errorf("walk: %q, want %q", walked, wantWalk)
 	}
 

@@ -22,6 +22,9 @@ var (
 	// Admin returns the partition-wide slice calls of partition part
 	// through c, a *client.Client.
 	Admin func(c any, part uint16) data.Admin
+	// InlineAdmin returns the inline slice calls of partition part
+	// through c, a *client.Client, for the flusher.
+	InlineAdmin func(c any, part uint16) data.InlineAdmin
 	// Volume returns the data volume of c, a *client.Client, opening it
 	// on first use.
 	Volume func(ctx context.Context, c any) (*data.Volume, error)
