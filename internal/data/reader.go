@@ -24,9 +24,9 @@ type Reader struct {
 	known   bool   // size and views are loaded
 	views   map[uint32]*pb.ChunkView
 	inline  map[uint64][]byte // bytes of inline slices the views name (not objects yet)
-	next    int64 // where the last read ended
-	ahead   int   // current readahead window, bytes
-	aheadTo int64 // readahead has been started up to here
+	next    int64             // where the last read ended
+	ahead   int               // current readahead window, bytes
+	aheadTo int64             // readahead has been started up to here
 
 	// The block the last read ended in, kept referenced so that small
 	// sequential reads do not go through the cache each time.
