@@ -20,7 +20,10 @@ import (
 	"time"
 
 	"github.com/canopyfs/canopy/client"
+	"github.com/canopyfs/canopy/internal/clientdata"
 	"github.com/canopyfs/canopy/internal/crashcheck"
+	"github.com/canopyfs/canopy/internal/data"
+	"github.com/canopyfs/canopy/internal/object"
 	"github.com/canopyfs/canopy/internal/server"
 )
 
@@ -50,7 +53,8 @@ func TestMain(m *testing.M) {
 }
 
 // runCrashServer serves dir on a loopback port, prints its address, and
-// serves until killed.
+// serves until killed, with the flusher that stores small files' inline
+// bytes as objects running beside it (killed with it).
 func runCrashServer(dir, storage string) {
 	s, err := server.Open(server.Config{Dir: dir, Storage: storage, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -62,8 +66,19 @@ func runCrashServer(dir, storage string) {
 		fmt.Println("error:", err)
 		os.Exit(2)
 	}
+	go s.Serve(ln)
+	store, err := object.Open(context.Background(), storage)
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(2)
+	}
+	c, err := client.Dial(ln.Addr().String(), client.Options{})
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(2)
+	}
 	fmt.Println("ready at", ln.Addr())
-	s.Serve(ln)
+	data.NewFlusher(store, clientdata.InlineAdmin(c, 0), data.FlusherConfig{Logger: slog.New(slog.DiscardHandler)}).Run(context.Background())
 }
 
 // runCrashMount mounts the server at addr on mnt with the durability
@@ -283,5 +298,18 @@ func TestMountCrashDurabilityModes(t *testing.T) {
 		if w.ackedTotal == 0 || w.syncedTotal == 0 {
 			t.Errorf("%s writer: %d files acknowledged, %d fsync'd: the load did not run", w.mode, w.ackedTotal, w.syncedTotal)
 		}
+	}
+	// The writers' small files went inline with their commits; the
+	// flusher beside the server stored them as objects meanwhile, and the
+	// checks above read them, from the server's memory or from objects.
+	objects := 0
+	filepath.WalkDir(strings.TrimPrefix(storage, "file://"), func(_ string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			objects++
+		}
+		return nil
+	})
+	if objects == 0 {
+		t.Error("the flusher stored no object")
 	}
 }
