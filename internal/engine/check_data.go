@@ -24,6 +24,8 @@ import (
 func (e *Engine) checkData() error {
 	next := e.NextSliceID()
 	uses := make(map[uint64]uint32)
+	inlineSizes := make(map[uint64]uint32) // of the inline slices files use
+	anyInline := len(e.inl.data) > 0
 	for ino, n := range e.st.all() {
 		if n.Nlink == 0 {
 			if _, ok := e.orphans[ino]; !ok {
@@ -69,6 +71,9 @@ func (e *Engine) checkData() error {
 					return fmt.Errorf("%s: used but still pending", where)
 				}
 				uses[s.ID]++
+				if _, ok := e.inl.data[s.ID]; anyInline && ok {
+					inlineSizes[s.ID] = s.Size
+				}
 			}
 		}
 	}
@@ -99,7 +104,7 @@ func (e *Engine) checkData() error {
 			return fmt.Errorf("garbage slice %d still pending", id)
 		}
 	}
-	if err := e.checkInline(uses); err != nil {
+	if err := e.checkInline(uses, inlineSizes); err != nil {
 		return err
 	}
 	if len(e.pending) > maxPendingBatches {

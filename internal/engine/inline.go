@@ -168,17 +168,11 @@ func (e *Engine) inlineOf(chunks []XChunk) []InlineSlice {
 // checkInline verifies that every inline slice is used, by a file or by
 // the image of a node on its way to another partition, with the size its
 // bytes say, and that the byte count is right. uses counts the files'
-// uses of each slice id.
-func (e *Engine) checkInline(uses map[uint64]uint32) error {
-	sizes := make(map[uint64]uint32)
-	for _, n := range e.st.all() {
-		for _, ch := range e.chunks(n) {
-			for _, s := range ch.slices {
-				if _, ok := e.inl.data[s.ID]; ok {
-					sizes[s.ID] = s.Size
-				}
-			}
-		}
+// uses of each slice id; sizes holds the size of each inline slice files
+// use (checkData's walk gathers both).
+func (e *Engine) checkInline(uses map[uint64]uint32, sizes map[uint64]uint32) error {
+	if len(e.inl.data) == 0 && e.inl.bytes == 0 {
+		return nil
 	}
 	for _, in := range e.xr.list {
 		if in.Image == nil {
