@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -36,9 +37,14 @@ failing. Exits with status 1 if anything was found.`,
 				if err != nil {
 					return err
 				}
+				peers, closePeers, err := fsckPeers(ctx, g, c, partition)
+				if err != nil {
+					return err
+				}
+				defer closePeers()
 				start := time.Now()
 				rep, err := data.Fsck(ctx, vol.Store, clientdata.Admin(c, partition),
-					data.FsckOptions{BlockSize: vol.BlockSize, Repair: repair, Grace: grace})
+					data.FsckOptions{BlockSize: vol.BlockSize, Repair: repair, Grace: grace, Peers: peers})
 				recordFsck(ctx, cmd, c, partition, start, rep, repair, err)
 				if err != nil {
 					return err
@@ -83,6 +89,41 @@ failing. Exits with status 1 if anything was found.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as one JSON object")
 	cmd.Flags().Uint16Var(&partition, "partition", 0, "partition to check")
 	return cmd
+}
+
+// fsckPeers dials the namespace's other partitions, from the routing
+// table (none when the server has no tables, or no routes: a partition on
+// its own), so that fsck takes no object of a file renamed to another
+// partition for an orphan. The returned func closes what it dialed.
+func fsckPeers(ctx context.Context, g *globals, c *client.Client, partition uint16) ([]data.Admin, func(), error) {
+	var dialed []*client.Client
+	closeAll := func() {
+		for _, pc := range dialed {
+			pc.Close()
+		}
+	}
+	tables, err := c.Tables(ctx)
+	if err != nil {
+		return nil, closeAll, nil // no federation tables here: nothing to ask
+	}
+	opts, err := g.clientOptions()
+	if err != nil {
+		return nil, closeAll, err
+	}
+	var peers []data.Admin
+	for _, r := range tables.Routes {
+		if r.VPart == partition || len(r.Addrs) == 0 {
+			continue
+		}
+		pc, err := client.Dial(strings.Join(r.Addrs, ","), opts)
+		if err != nil {
+			closeAll()
+			return nil, func() {}, fmt.Errorf("fsck: partition %d: %w", r.VPart, err)
+		}
+		dialed = append(dialed, pc)
+		peers = append(peers, clientdata.Admin(pc, r.VPart))
+	}
+	return peers, closeAll, nil
 }
 
 // recordFsck records a run of fsck on the partition's root, for `canopy

@@ -20,7 +20,9 @@ import (
 // into partition 0 keeps its slices, whose ids carry partition 1, and
 // partition 1's sweep must not take their objects for orphans. An object
 // no partition knows, put in partition 1's share of the store after the
-// rename, shows that sweeps ran meanwhile: it must go.
+// rename, shows that sweeps ran meanwhile: it must go. fsck of either
+// partition, which asks the others too, finds the renamed file's object
+// neither orphaned nor missing.
 func TestSweepKeepsFilesRenamedAcrossPartitions(t *testing.T) {
 	dir := t.TempDir()
 	up := startUpArgs(t, "up", "--dir", dir, "--listen", "127.0.0.1:0", "--partitions", "2",
@@ -46,6 +48,13 @@ func TestSweepKeepsFilesRenamedAcrossPartitions(t *testing.T) {
 		t.Fatalf("the renamed file: %+v, %v; want it in partition 0", fi, err)
 	}
 
+	// fsck of either partition finds nothing wrong: not an orphan in
+	// partition 1's share, not a missing object in partition 0.
+	for _, part := range []string{"0", "1"} {
+		if out, err := canopy(t, up.addr, "fsck", "--partition", part); err != nil {
+			t.Fatalf("fsck --partition %s after the rename: %v\n%s", part, err, out)
+		}
+	}
 	// Every object is an hour old now: past the grace, a candidate for the
 	// sweep unless some partition lists its slice.
 	old := time.Now().Add(-time.Hour)

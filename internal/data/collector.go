@@ -165,7 +165,7 @@ func (c *Collector) Sweep(ctx context.Context) (deleted int, err error) {
 	if err != nil || len(candidates) == 0 {
 		return 0, err
 	}
-	known, err := c.knownEverywhere(ctx)
+	known, err := knownEverywhere(ctx, c.admin, c.cfg.Peers)
 	if err != nil {
 		return 0, fmt.Errorf("sweep: %w", err)
 	}
@@ -208,19 +208,20 @@ func listPartition(ctx context.Context, store object.Store, part uint16, fn func
 	}
 }
 
-// knownEverywhere returns the slices of this partition that it or any
-// peer knows. The partition is asked before the peers and again after
+// knownEverywhere returns the slices admin's partition knows (its own
+// and those of other partitions its files use), and those of its own
+// partition that any peer knows. The partition is asked before the peers and again after
 // them: a file moving from here to a peer is held here (by the node, then
 // by the rename's committed intent) until the peer has it, and a file
 // moving from a peer to here is held by the peer until it is here, so
 // whichever way a rename runs during the listing, one of the three
 // listings sees its slices.
-func (c *Collector) knownEverywhere(ctx context.Context) (map[uint64]sliceInfo, error) {
-	known, err := knownSlices(ctx, c.admin)
-	if err != nil || len(c.cfg.Peers) == 0 {
+func knownEverywhere(ctx context.Context, admin Admin, peers []Admin) (map[uint64]sliceInfo, error) {
+	known, err := knownSlices(ctx, admin)
+	if err != nil || len(peers) == 0 {
 		return known, err
 	}
-	part := c.admin.Partition()
+	part := admin.Partition()
 	merge := func(m map[uint64]sliceInfo) {
 		for id, info := range m {
 			if _, ok := known[id]; !ok && protocol.PartitionOf(id) == part {
@@ -228,14 +229,14 @@ func (c *Collector) knownEverywhere(ctx context.Context) (map[uint64]sliceInfo, 
 			}
 		}
 	}
-	for _, peer := range c.cfg.Peers {
+	for _, peer := range peers {
 		m, err := knownSlices(ctx, peer)
 		if err != nil {
 			return nil, fmt.Errorf("partition %d: %w", peer.Partition(), err)
 		}
 		merge(m)
 	}
-	again, err := knownSlices(ctx, c.admin)
+	again, err := knownSlices(ctx, admin)
 	if err != nil {
 		return nil, err
 	}

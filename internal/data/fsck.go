@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/canopyfs/canopy/internal/object"
+	"github.com/canopyfs/canopy/internal/protocol"
 )
 
 // FsckReport is what Fsck found in one partition.
@@ -31,6 +32,10 @@ type FsckOptions struct {
 	// that use them read zeros there instead of failing).
 	Repair bool
 	Grace  time.Duration
+	// Peers are the other partitions of the namespace: an object of this
+	// partition that one of them names (a file renamed there) is no
+	// orphan.
+	Peers []Admin
 }
 
 // Fsck compares the objects of one partition's slices in the store with
@@ -48,10 +53,11 @@ func Fsck(ctx context.Context, store object.Store, admin Admin, opt FsckOptions)
 	if err != nil {
 		return nil, fmt.Errorf("fsck: %w", err)
 	}
-	known, err := knownSlices(ctx, admin)
+	known, err := knownEverywhere(ctx, admin, opt.Peers)
 	if err != nil {
 		return nil, fmt.Errorf("fsck: %w", err)
 	}
+	part := admin.Partition()
 	rep := &FsckReport{Objects: len(stored), Orphans: []string{}, MissingObjects: []string{}}
 	expected := map[string]bool{}
 	for id, s := range known {
@@ -62,9 +68,20 @@ func Fsck(ctx context.Context, store object.Store, admin Admin, opt FsckOptions)
 		}
 		for _, key := range SliceKeys(id, int(s.size), opt.BlockSize) {
 			expected[key] = true
-			if _, ok := stored[key]; !ok && !s.garbage && !s.inline {
-				rep.MissingObjects = append(rep.MissingObjects, key)
+			if s.garbage || s.inline {
+				continue
 			}
+			if _, ok := stored[key]; ok {
+				continue
+			}
+			// A slice of another partition (a file renamed here) is
+			// stored in that partition's share, which was not listed.
+			if protocol.PartitionOf(id) != part {
+				if _, err := store.Head(ctx, key); err == nil {
+					continue
+				}
+			}
+			rep.MissingObjects = append(rep.MissingObjects, key)
 		}
 	}
 	for key := range stored {
