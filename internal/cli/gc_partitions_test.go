@@ -96,13 +96,12 @@ func TestSweepKeepsFilesRenamedAcrossPartitions(t *testing.T) {
 	}
 }
 
-// TestUpFlushesInlineFiles: `canopy up` runs the flusher, also with
-// --no-gc: a small file's bytes, sent inline with its commit, become an
+// TestUpFlushesInlineFiles: `canopy up` runs the flusher: a small file's bytes, sent inline with its commit, become an
 // object in the store without anyone asking, and the file reads the same
 // after.
 func TestUpFlushesInlineFiles(t *testing.T) {
 	dir := t.TempDir()
-	up := startUpArgs(t, "up", "--dir", dir, "--listen", "127.0.0.1:0", "--no-gc")
+	up := startUpArgs(t, "up", "--dir", dir, "--listen", "127.0.0.1:0")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c, err := client.Dial(up.addr, client.Options{})

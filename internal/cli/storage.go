@@ -40,7 +40,7 @@ func (s *storageFlags) bind(cmd *cobra.Command, def string) {
 	fl.DurationVar(&s.gcDelay, "gc-delay", 10*time.Minute, "keep the objects of deleted or overwritten data this long before the collector removes them")
 	fl.DurationVar(&s.gcGrace, "gc-grace", time.Hour, "objects no slice names (a writer died before committing) are removed once this old")
 	fl.DurationVar(&s.gcInterval, "gc-interval", time.Minute, "time between the collector's passes")
-	fl.BoolVar(&s.noGC, "no-gc", false, "do not run the collector in this process")
+	fl.BoolVar(&s.noGC, "no-gc", false, "do not run the collector, nor the flusher that stores small files' inline bytes as objects, in this process")
 	s.backup.bind(cmd)
 }
 
@@ -82,14 +82,15 @@ func publicURL(raw string) string {
 
 // startStoreJobs opens the object store and runs, against the server
 // at addr, partition's flusher (which stores the bytes of small files the
-// partition holds inline as objects) and, unless --no-gc, its collector,
-// until the returned stop is called. peers are the addresses of the
+// partition holds inline as objects) and its collector, until the
+// returned stop is called; with --no-gc, neither (another process runs
+// them). peers are the addresses of the
 // namespace's other partitions (by partition), whose lists of slices the
 // collector's orphan sweep consults: files renamed there from partition
 // keep its slice ids.
 func (s *storageFlags) startStoreJobs(storeURL, addr, secret, token string, useTLS bool, partition uint16, peers map[uint16]string,
 	log *slog.Logger) (stop func(), err error) {
-	if storeURL == "" {
+	if s.noGC || storeURL == "" {
 		return func() {}, nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -126,27 +127,25 @@ func (s *storageFlags) startStoreJobs(storeURL, addr, secret, token string, useT
 		BlockSize: vol.BlockSize, Logger: log.With("component", "flusher"),
 	})
 	jobs.Go(func() { flusher.Run(ctx) })
-	if !s.noGC {
-		var admins []data.Admin
-		for _, part := range slices.Sorted(maps.Keys(peers)) {
-			pc, err := client.Dial(peers[part], opts)
-			if err != nil {
-				cancel()
-				jobs.Wait()
-				closeAll()
-				return nil, fmt.Errorf("collector: partition %d: %w", part, err)
-			}
-			peerClients = append(peerClients, pc)
-			admins = append(admins, clientdata.Admin(pc, part))
+	var admins []data.Admin
+	for _, part := range slices.Sorted(maps.Keys(peers)) {
+		pc, err := client.Dial(peers[part], opts)
+		if err != nil {
+			cancel()
+			jobs.Wait()
+			closeAll()
+			return nil, fmt.Errorf("collector: partition %d: %w", part, err)
 		}
-		col := data.NewCollector(store, clientdata.Admin(c, partition), data.CollectorConfig{
-			Delay: s.gcDelay, Grace: s.gcGrace, Interval: s.gcInterval, BlockSize: vol.BlockSize,
-			Logger: log.With("component", "collector"),
-			Report: collectorReport(c, partition, log),
-			Peers:  admins,
-		})
-		jobs.Go(func() { col.Run(ctx) })
+		peerClients = append(peerClients, pc)
+		admins = append(admins, clientdata.Admin(pc, part))
 	}
+	col := data.NewCollector(store, clientdata.Admin(c, partition), data.CollectorConfig{
+		Delay: s.gcDelay, Grace: s.gcGrace, Interval: s.gcInterval, BlockSize: vol.BlockSize,
+		Logger: log.With("component", "collector"),
+		Report: collectorReport(c, partition, log),
+		Peers:  admins,
+	})
+	jobs.Go(func() { col.Run(ctx) })
 	var once sync.Once
 	return func() {
 		once.Do(func() {

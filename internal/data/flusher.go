@@ -133,7 +133,8 @@ func (f *Flusher) put(ctx context.Context, slices []*pb.InlineSlice) ([]uint64, 
 }
 
 // Run flushes until ctx ends: again at once after a pass that stored
-// something, after Interval otherwise. Failures are logged and retried.
+// something, after Interval otherwise. Failures are logged and retried
+// after 20 Intervals.
 func (f *Flusher) Run(ctx context.Context) {
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -148,7 +149,10 @@ func (f *Flusher) Run(ctx context.Context) {
 			f.cfg.Logger.Warn("inline flusher", "partition", f.admin.Partition(), "err", err)
 		}
 		wait := f.cfg.Interval
-		if n > 0 && err == nil {
+		switch {
+		case err != nil:
+			wait = 20 * f.cfg.Interval // the partition unreachable, or not its leader: not every 50 ms
+		case n > 0:
 			wait = 0
 		}
 		t.Reset(wait)
