@@ -12,7 +12,11 @@
 #   small      N files of 4 KiB (open, write, close) from 1 and from 8
 #              processes, without and with an fsync before each close
 #   fio        filecreate, then filestat, then filedelete of those files,
-#              1 and 8 jobs, N files in all
+#              1 and 8 jobs, N files in all, all jobs in one directory
+#              (where the kernel serializes creates and removes: it holds
+#              the directory's lock for each), and again for 8 jobs with a
+#              directory each ("8 dirs"), as a metadata benchmark's
+#              processes would each work in their own
 #
 # Every figure is one run; the table gives the mount's time over the local
 # disk's (or its rate over the local disk's). The mount's resident memory
@@ -103,7 +107,8 @@ small() {
 
 # fio_ops ENGINE JOBS DIR: operations per second of a fio file engine, N
 # files over JOBS jobs; filestat and filedelete work on the files the
-# filecreate run before them left in DIR.
+# filecreate run before them left in DIR. DIR may be a ':'-separated list
+# of directories, which fio hands out to the jobs in turn.
 fio_ops() {
 	fio --name=f --ioengine="$1" --directory="$3" --numjobs="$2" --nrfiles=$((N / $2)) \
 		--filesize=4k --openfiles=1 --create_on_open=1 --fallocate=none --group_reporting \
@@ -147,6 +152,16 @@ for where in local mnt; do
 			done
 			rm -rf "$d/fio-$jobs"
 		done
+		dirs=
+		for j in $(seq 0 7); do
+			mkdir -p "$d/fio-dirs/$j"
+			dirs="$dirs${dirs:+:}$d/fio-dirs/$j"
+		done
+		for eng in filecreate filestat filedelete; do
+			echo "fio $eng, 8 jobs in 8 directories" >&2
+			res[$eng-dirs-$where]=$(fio_ops "$eng" 8 "$dirs")
+		done
+		rm -rf "$d/fio-dirs"
 	fi
 done
 
@@ -175,6 +190,7 @@ for procs in 1 8; do
 done
 for eng in filecreate filestat filedelete; do
 	for jobs in 1 8; do r "$eng-$jobs" "fio $eng, $jobs job(s)"; done
+	r "$eng-dirs" "fio $eng, 8 jobs in 8 directories"
 done
 echo
 echo "Peak resident memory of the mount: $((peak / 1024)) MiB (mount flags: ${MOUNT_FLAGS:-none})"
