@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -101,4 +102,48 @@ func withStoreOf(b backend, env *dataEnv) client.Options {
 		return client.Options{}
 	}
 	return clientdata.WithStore(client.Options{}, env.store)
+}
+
+// TestCompactionReadsInlineBytes: a chunk whose first slice's bytes the
+// service still holds inline (no flusher runs here) is compacted by its
+// writer, which reads those bytes from the service.
+func TestCompactionReadsInlineBytes(t *testing.T) {
+	e := startData(t, backends[0], client.Options{Data: client.DataOptions{CompactAt: 8}})
+	f, err := e.c.OpenFile(e.ctx, "/w", os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := randomBytes(6, 32<<10)
+	if _, err := f.WriteAt(want, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil { // one slice, the whole file: inline
+		t.Fatal(err)
+	}
+	for i := range 8 { // eight commits of the writer's own reach CompactAt
+		p := randomBytes(uint64(100+i), 100)
+		copy(want[i*1000:], p)
+		f.WriteAt(p, int64(i*1000))
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	vol, err := clientdata.Volume(e.ctx, e.c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vol.Wait() // the background compaction
+	r, err := e.c.Chunks(e.ctx, f.Ino(), 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := r[0].StoredSlices; n != 1 {
+		t.Fatalf("%d stored slices after the writer's compaction, want 1", n)
+	}
+	if got, err := e.c.ReadFile(e.ctx, "/w"); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("content after compaction: %v", err)
+	}
 }

@@ -91,7 +91,12 @@ func (v *Volume) Compact(ctx context.Context, meta Meta, ino uint64, chunk uint3
 	slices.Sort(ids)
 
 	buf := make([]byte, end-start)
-	r := &Reader{v: v, meta: meta, ino: ino}
+	r := &Reader{v: v, meta: meta, ino: ino, inline: map[uint64][]byte{}}
+	for _, s := range reply.Inline { // slices whose bytes the partition still holds
+		if s != nil && s.Id != 0 {
+			r.inline[s.Id] = s.Data
+		}
+	}
 	err = r.readChunk(ctx, cv, start, buf)
 	r.Release()
 	if err != nil {

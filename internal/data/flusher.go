@@ -103,15 +103,17 @@ func (f *Flusher) Flush(ctx context.Context) (int, error) {
 // ids in order.
 func (f *Flusher) put(ctx context.Context, slices []*pb.InlineSlice) ([]uint64, error) {
 	ids := make([]uint64, 0, len(slices))
-	sem := make(chan struct{}, f.cfg.Uploads)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var first error
 	for _, s := range slices {
 		if s == nil || s.Id == 0 || len(s.Data) == 0 {
 			return nil, errors.New("list inline: an empty slice")
 		}
 		ids = append(ids, s.Id)
+	}
+	sem := make(chan struct{}, f.cfg.Uploads)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for _, s := range slices {
 		for i, key := range SliceKeys(s.Id, len(s.Data), f.cfg.BlockSize) {
 			block := s.Data[i*f.cfg.BlockSize : min(len(s.Data), (i+1)*f.cfg.BlockSize)]
 			sem <- struct{}{}

@@ -71,7 +71,7 @@ func (e *Engine) WriteCheckpoint(w io.Writer) error {
 	enc.writeData(e)
 	enc.quotas(e.quota.list)
 	enc.ownerQuotas(e.oq.list)
-	enc.inline(e.inl.data)
+	enc.inline(e.inl.data, e.inl.sent)
 	enc.intents(e.xr.list)
 	enc.flush()
 	if enc.err != nil {

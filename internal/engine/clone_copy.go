@@ -70,6 +70,12 @@ func (e *Engine) planCopy(src *node, name string, o copyOpts) (*copyPlan, error)
 		if err = e.mayCopy(o.c, n); err != nil {
 			return nil, err
 		}
+		if e.pinned(n.Ino) {
+			// The target of an exchange across partitions, about to
+			// leave: a copy sharing its slices would share them with
+			// another partition.
+			return nil, fmt.Errorf("node %d is moving: %w", n.Ino, syscall.EBUSY)
+		}
 		if !n.isDir() {
 			if n.Nlink > 1 {
 				if p.links == nil {

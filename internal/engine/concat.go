@@ -30,7 +30,8 @@ type concatPlacement struct {
 // both chunks; where that would put one slice twice in one chunk of dst
 // (a source whose write crossed one of its own chunk boundaries, shifted
 // by an offset that brings the two pieces into one chunk), Concat answers
-// EINVAL and the caller copies the bytes instead. mtime and ctime of dst
+// EINVAL and the caller copies the bytes instead; so it does where dst
+// would hold more than MaxFileInlineBytes of inline slices. mtime and ctime of dst
 // become now. Nothing changes unless everything is valid.
 func (e *Engine) Concat(c Cred, dst Ino, srcs []Ino, now int64) (Attr, error) {
 	n, err := e.regular(dst)
@@ -77,6 +78,15 @@ func (e *Engine) Concat(c Cred, dst Ino, srcs []Ino, now int64) (Attr, error) {
 	}
 	if dupInChunk(e.chunks(n), place) {
 		return Attr{}, syscall.EINVAL
+	}
+	if len(e.inl.data) > 0 {
+		inline := e.fileInlineBytes(n)
+		for _, p := range place {
+			inline += len(e.inl.data[p.slice.ID])
+		}
+		if inline > MaxFileInlineBytes {
+			return Attr{}, syscall.EINVAL // the caller copies the bytes (inline.go)
+		}
 	}
 	q, err := e.quotaGrow(n, base)
 	if err != nil {

@@ -61,7 +61,7 @@ func (e *Engine) Freeze() *Frozen {
 		xr:        xrenameState{list: e.xr.list},
 		nextSlice: e.nextSlice, pending: e.pending,
 		garbage: e.garbage, garbageSorted: e.garbageSorted,
-		inl: inlineState{data: e.inl.data, bytes: e.inl.bytes},
+		inl: inlineState{data: e.inl.data, bytes: e.inl.bytes, sent: e.inl.sent},
 	}
 	v.st.nodes = e.st.nodes.frozen()
 	v.st.extras = e.st.extras.frozen()

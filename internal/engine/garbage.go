@@ -137,7 +137,9 @@ func (e *Engine) ListSlices(after uint64, limit int) (refs []SliceRef, eof bool)
 	}
 	refs = sortedUnique(refs, limit+1)
 	for i := range refs {
-		_, refs[i].Inline = e.inl.data[refs[i].ID]
+		_, inData := e.inl.data[refs[i].ID]
+		_, inSent := e.inl.sent[refs[i].ID]
+		refs[i].Inline = inData || inSent
 	}
 	if len(refs) > limit {
 		return refs[:limit:limit], false

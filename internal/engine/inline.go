@@ -21,9 +21,16 @@ import (
 // commit's only write, at chunk 0, pos 0, off 0, with len and size the
 // bytes' length, and the file no longer than that afterwards, so every
 // slice the file stored before is covered and dropped. A file therefore
-// holds at most one inline slice of its own, which keeps the image of a
-// file moving to another partition within one frame; it may share more
-// (a clone, CONCAT), but a file with shared slices does not move.
+// holds at most one inline slice of its own; CONCAT may give it more, up
+// to MaxFileInlineBytes, which bounds what a READ_CHUNKS reply or the
+// image of a file moving to another partition carries.
+//
+// A node sent to another partition (a rename across partitions, decided
+// here) takes its inline bytes out of data into sent, where they stay,
+// for the image, until the intent is forgotten; they are not flushed
+// (the partition the node went to has them). Keeping the two apart means
+// that a node coming back before the intent is forgotten keeps the bytes
+// it arrives with.
 //
 // The map is owned by the apply goroutine; a freeze shares it until the
 // engine next changes it (ownInline).
@@ -38,6 +45,9 @@ const (
 	MaxInlineSlices = 16384
 	// MaxListInlineBytes bounds the bytes one ListInline returns.
 	MaxListInlineBytes = 4 << 20
+	// MaxFileInlineBytes bounds the inline bytes one file's slices hold
+	// (CONCAT refuses beyond: EINVAL, the caller copies).
+	MaxFileInlineBytes = 256 << 10
 )
 
 // InlineSlice is an inline slice's id and bytes.
@@ -48,25 +58,69 @@ type InlineSlice struct {
 
 // inlineState is the bytes of the partition's inline slices.
 type inlineState struct {
-	data   map[uint64][]byte // by slice id; the values are never changed in place
-	bytes  int               // sum of the lengths
-	sorted []uint64          // the ids in order; nil when stale
-	gen    uint32            // the epoch at which data was made the engine's own
+	data   map[uint64][]byte // by slice id, of slices files here use; the values are never changed in place
+	bytes  int               // sum of data's lengths
+	sent   map[uint64][]byte // of slices of committed intents' images (nodes sent away)
+	sorted []uint64          // data's ids in order; nil when stale
+	gen    uint32            // the epoch at which the maps were made the engine's own
 }
 
-// ownInline gives the engine its own map before a change while a freeze
-// shares it.
+// ownInline gives the engine its own maps before a change while a freeze
+// shares them.
 func (e *Engine) ownInline() {
-	if e.inl.data == nil {
-		e.inl.data = make(map[uint64][]byte)
-		e.inl.gen = e.epoch
-		return
-	}
-	if e.inl.gen >= e.cow {
+	if e.inl.gen >= e.cow && e.inl.data != nil {
 		return
 	}
 	e.inl.data = maps.Clone(e.inl.data)
+	e.inl.sent = maps.Clone(e.inl.sent)
+	if e.inl.data == nil {
+		e.inl.data = make(map[uint64][]byte)
+	}
 	e.inl.gen = e.epoch
+}
+
+// sendInline moves the inline bytes of chunks' slices from data to sent:
+// their node has left for another partition, whose image holds them.
+func (e *Engine) sendInline(chunks []XChunk) {
+	for _, ch := range chunks {
+		for _, s := range ch.Slices {
+			d, ok := e.inl.data[s.ID]
+			if !ok || e.shared[s.ID] > 0 {
+				continue
+			}
+			e.dropInline(s.ID)
+			if e.inl.sent == nil {
+				e.inl.sent = make(map[uint64][]byte)
+			}
+			e.inl.sent[s.ID] = d
+		}
+	}
+}
+
+// forgetSent drops the bytes held for an image's slices.
+func (e *Engine) forgetSent(chunks []XChunk) {
+	for _, ch := range chunks {
+		for _, s := range ch.Slices {
+			if _, ok := e.inl.sent[s.ID]; ok {
+				e.ownInline()
+				delete(e.inl.sent, s.ID)
+			}
+		}
+	}
+}
+
+// fileInlineBytes returns the inline bytes of n's slices.
+func (e *Engine) fileInlineBytes(n *node) int {
+	if len(e.inl.data) == 0 {
+		return 0
+	}
+	total := 0
+	for _, ch := range e.chunks(n) {
+		for _, s := range ch.slices {
+			total += len(e.inl.data[s.ID])
+		}
+	}
+	return total
 }
 
 // checkInlineWrite validates a commit that carries bytes inline: see the
@@ -158,6 +212,8 @@ func (e *Engine) inlineOf(chunks []XChunk) []InlineSlice {
 		for _, s := range ch.Slices {
 			if d, ok := e.inl.data[s.ID]; ok {
 				out = append(out, InlineSlice{ID: s.ID, Data: d})
+			} else if d, ok := e.inl.sent[s.ID]; ok {
+				out = append(out, InlineSlice{ID: s.ID, Data: d})
 			}
 		}
 	}
@@ -171,26 +227,32 @@ func (e *Engine) inlineOf(chunks []XChunk) []InlineSlice {
 // uses of each slice id; sizes holds the size of each inline slice files
 // use (checkData's walk gathers both).
 func (e *Engine) checkInline(uses map[uint64]uint32, sizes map[uint64]uint32) error {
-	if len(e.inl.data) == 0 && e.inl.bytes == 0 {
+	if len(e.inl.data) == 0 && e.inl.bytes == 0 && len(e.inl.sent) == 0 {
 		return nil
 	}
+	sentSizes := make(map[uint64]uint32)
 	for _, in := range e.xr.list {
 		if in.Image == nil {
 			continue
 		}
 		for _, ch := range in.Image.Chunks {
 			for _, s := range ch.Slices {
-				if _, ok := e.inl.data[s.ID]; ok {
-					sizes[s.ID] = s.Size
+				if _, ok := e.inl.sent[s.ID]; ok {
+					sentSizes[s.ID] = s.Size
 				}
 			}
+		}
+	}
+	for id, d := range e.inl.sent {
+		if size, ok := sentSizes[id]; !ok || int(size) != len(d) {
+			return fmt.Errorf("inline slice %d held for an image: no committed intent's image holds it with %d bytes", id, len(d))
 		}
 	}
 	total := 0
 	for id, d := range e.inl.data {
 		size, used := sizes[id]
 		if !used {
-			return fmt.Errorf("inline slice %d: used by no file", id)
+			return fmt.Errorf("inline slice %d: used by no file here", id)
 		}
 		if int(size) != len(d) || len(d) == 0 || len(d) > MaxInlineSlice {
 			return fmt.Errorf("inline slice %d: %d bytes for a slice of %d", id, len(d), size)

@@ -10,23 +10,34 @@ import (
 // the user and group quotas and before the intents of renames across
 // partitions, written only while there are any, so that a partition
 // without them writes the bytes it wrote before they existed:
-// inlineMagic, the number of slices, then each in id order: the id less
-// the previous one, the length and the bytes. The JSON dump has them as
-// an "inline" record with the count, then one "inline_slice" record per
-// slice (id and data).
+// inlineMagic, then two lists, the bytes of slices files use and those
+// held for the images of committed intents (sent), each the number of
+// slices, then each in id order: the id less the previous one, the length
+// and the bytes. The JSON dump has the first list as an "inline" record
+// with the count, then one "inline_slice" record per slice (id and data);
+// it carries no intents, and so not the second.
 const inlineMagic = "CNPYIL01"
 
-func (enc *encoder) inline(data map[uint64][]byte) {
-	if len(data) == 0 {
+// maxCkptInlineSlices bounds the inline slices of one list read from a
+// checkpoint: a sanity bound, above what a partition can hold (nodes
+// arriving from other partitions may take it beyond MaxInlineSlices).
+const maxCkptInlineSlices = 1 << 26
+
+func (enc *encoder) inline(data, sent map[uint64][]byte) {
+	if len(data) == 0 && len(sent) == 0 {
 		return
 	}
 	enc.raw([]byte(inlineMagic))
+	enc.inlineList(data)
+	enc.inlineList(sent)
+}
+
+func (enc *encoder) inlineList(data map[uint64][]byte) {
 	enc.uint(uint64(len(data)))
 	prev := uint64(0)
 	for _, id := range slices.Sorted(maps.Keys(data)) {
-		d := data[id]
 		enc.uint(id - prev)
-		enc.str(string(d))
+		enc.str(string(data[id]))
 		prev = id
 	}
 }
@@ -34,18 +45,30 @@ func (enc *encoder) inline(data map[uint64][]byte) {
 // readInline reads the inline section into e, if the bytes that follow
 // are one.
 func (d *decoder) readInline(e *Engine) {
-	d.inlineSlices(func(id uint64, data []byte) { e.addInline(id, data) })
+	d.inlineSlices(func(id uint64, data []byte) { e.addInline(id, data) },
+		func(id uint64, data []byte) {
+			if e.inl.sent == nil {
+				e.inl.sent = make(map[uint64][]byte)
+			}
+			e.inl.sent[id] = data
+		})
 }
 
 // inlineSlices reads the inline section, if the bytes that follow are
-// one, calling fn for each slice in id order.
-func (d *decoder) inlineSlices(fn func(id uint64, data []byte)) {
+// one, calling fn for each slice of the first list and sent for each of
+// the second, in id order.
+func (d *decoder) inlineSlices(fn, sent func(id uint64, data []byte)) {
 	if !d.next(inlineMagic) {
 		return
 	}
 	d.bytes(len(inlineMagic))
+	d.inlineList(fn)
+	d.inlineList(sent)
+}
+
+func (d *decoder) inlineList(fn func(id uint64, data []byte)) {
 	n := d.uint()
-	if d.err == nil && (n == 0 || n > MaxInlineSlices+maxIntents) {
+	if d.err == nil && n > maxCkptInlineSlices {
 		d.err = fmt.Errorf("%d inline slices", n)
 	}
 	prev := uint64(0)
@@ -69,7 +92,7 @@ func (d *decoder) jsonInline(put func(*jrec)) {
 	var recs []*jrec
 	d.inlineSlices(func(id uint64, data []byte) {
 		recs = append(recs, &jrec{T: "inline_slice", ID: id, Data: jbytes(data)})
-	})
+	}, func(uint64, []byte) {})
 	if d.err != nil || len(recs) == 0 {
 		return
 	}
@@ -82,7 +105,7 @@ func (d *decoder) jsonInline(put func(*jrec)) {
 // jsonInlineToCheckpoint writes the inline section from rec (an "inline"
 // record) and the count of "inline_slice" records next returns.
 func jsonInlineToCheckpoint(rec *jrec, next func(kind string) (*jrec, error), enc *encoder) error {
-	if rec.Count == 0 || rec.Count > MaxInlineSlices+maxIntents {
+	if rec.Count == 0 || rec.Count > maxCkptInlineSlices {
 		return fmt.Errorf("%w: %d inline slices", ErrBadJSONDump, rec.Count)
 	}
 	enc.raw([]byte(inlineMagic))
@@ -100,5 +123,6 @@ func jsonInlineToCheckpoint(rec *jrec, next func(kind string) (*jrec, error), en
 		enc.str(string(s.Data))
 		prev = s.ID
 	}
+	enc.uint(0) // nothing held for images: the dump has no intents
 	return nil
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"syscall"
 	"testing"
@@ -335,5 +336,100 @@ func TestInlineMovesAcrossPartitions(t *testing.T) {
 	bad.Inline = []InlineSlice{{ID: id + 1, Data: []byte("x")}}
 	if err := checkImage(&bad); err == nil {
 		t.Fatal("an image with bytes of a slice it does not hold was accepted")
+	}
+}
+
+// TestInlineComesBackBeforeTheIntentIsForgotten: a file moves S -> T,
+// then back T -> S before S has forgotten the first intent (step 5 late:
+// the router died); the late forget must not take the bytes the file came
+// back with.
+func TestInlineComesBackBeforeTheIntentIsForgotten(t *testing.T) {
+	s, d := New(1, 1), New(2, 1)
+	_, id := commitInline(t, s, "f", []byte("round trip"), 2)
+	move := func(from, to *Engine, xid XID, name, newName string, now int64) {
+		t.Helper()
+		if _, _, err := from.XPrepareSource(credRoot, xid, from.Root(), name, 0, to.part, now); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := to.XPrepareTarget(credRoot, xid, to.Root(), newName, 0, from.part, false, now); err != nil {
+			t.Fatal(err)
+		}
+		img, err := from.XCommitSource(xid, nil, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent := *img
+		sent.Inline = from.ImageInline(img)
+		if err := to.XCommitTarget(xid, &sent, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	move(s, d, XID{1}, "f", "g", 3) // step 5 at s not yet
+	move(d, s, XID{2}, "g", "h", 4)
+	if err := d.XForget(XID{2}, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.XForget(XID{1}, 6); err != nil { // the late one
+		t.Fatal(err)
+	}
+	h, err := s.Lookup(credRoot, s.Root(), "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := inlineOfFile(t, s, h.Ino); string(got) != "round trip" {
+		t.Fatalf("the bytes after the late forget: %q", got)
+	}
+	for _, e := range []*Engine{s, d} {
+		if err := e.Check(); err != nil {
+			t.Fatal(err)
+		}
+		reloadEngine(t, e)
+	}
+	if _, ok := d.Inline(id); ok {
+		t.Fatal("the partition the file left keeps its bytes")
+	}
+}
+
+// TestInlineConcatBound: CONCAT refuses to give a file more than
+// MaxFileInlineBytes of inline slices, so that what one file's views or
+// image carry stays within a frame.
+func TestInlineConcatBound(t *testing.T) {
+	e := New(1, 1)
+	var srcs []Ino
+	for i := range MaxFileInlineBytes/MaxInlineSlice + 1 {
+		ino, _ := commitInline(t, e, fmt.Sprintf("s%d", i), make([]byte, MaxInlineSlice), 2)
+		srcs = append(srcs, ino)
+	}
+	g, _ := e.Mknod(credRoot, e.Root(), "g", S_IFREG|0o644, 0, 3)
+	if _, err := e.Concat(credRoot, g.Ino, srcs, 3); err != syscall.EINVAL {
+		t.Fatalf("concat of %d KiB of inline slices: %v, want EINVAL", len(srcs)*MaxInlineSlice>>10, err)
+	}
+	if _, err := e.Concat(credRoot, g.Ino, srcs[1:], 3); err != nil {
+		t.Fatalf("concat of %d KiB: %v", (len(srcs)-1)*MaxInlineSlice>>10, err)
+	}
+	if err := e.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCloneRefusesAPinnedNode: a node pinned as the target of an exchange
+// across partitions is not copied (the copy would share slices with the
+// partition it is about to leave for).
+func TestCloneRefusesAPinnedNode(t *testing.T) {
+	e := New(2, 1)
+	dir, _ := e.Mkdir(credRoot, e.Root(), "d", 0o755, 2)
+	f, _ := e.Mknod(credRoot, dir.Ino, "f", S_IFREG|0o644, 0, 2)
+	id := allocOne(t, e)
+	if _, err := e.Commit(credRoot, f.Ino, []SliceWrite{{Slice: Slice{ID: id, Size: 5, Len: 5}}}, 5, 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.XPrepareTarget(credRoot, XID{3}, dir.Ino, "f", RenameExchange, 1, false, 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Clone(credRoot, dir.Ino, e.Root(), "copy", 4); !errors.Is(err, syscall.EBUSY) {
+		t.Fatalf("clone of a directory holding a pinned node: %v, want EBUSY", err)
+	}
+	if err := e.Check(); err != nil {
+		t.Fatal(err)
 	}
 }

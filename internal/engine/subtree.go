@@ -134,7 +134,7 @@ func (e *Engine) writeSubtree(w io.Writer, top uint32) (int, error) {
 	}
 	enc.uint(0) // no garbage
 	enc.quotas(e.subtreeQuotas(links, topIno))
-	enc.inline(e.subtreeInline(inSubtree))
+	enc.inline(e.subtreeInline(inSubtree), nil)
 	enc.flush()
 	if enc.err != nil {
 		return 0, fmt.Errorf("write subtree: %w", enc.err)

@@ -342,6 +342,12 @@ func (e *Engine) XPrepareTarget(c Cred, id XID, parent Ino, name string, flags u
 	if len(e.xr.list)-e.xr.done >= maxIntents {
 		return nil, syscall.EAGAIN
 	}
+	if e.inl.bytes > 2*MaxInlineBytes {
+		// Nodes arriving bring their inline bytes past the limit new
+		// commits keep to; twice that is as far as they may: the
+		// flusher is not keeping up (or not running).
+		return nil, syscall.ENOBUFS
+	}
 	if isDot(name) && flags&RenameNoReplace != 0 {
 		return nil, syscall.EEXIST
 	}
@@ -443,6 +449,7 @@ func (e *Engine) XCommitSource(id XID, in *XNode, now int64) (*XNode, error) {
 		}
 	}
 	image := e.imageOf(src)
+	e.sendInline(image.Chunks)
 	if in != nil {
 		nslot := e.arrive(od, in, now)
 		e.entriesMut(od).replace(it.Name, nslot)
@@ -524,7 +531,7 @@ func (e *Engine) XForget(id XID, now int64) error {
 	if it.State != XCommitted {
 		return fmt.Errorf("intent not committed: %w", syscall.EBUSY)
 	}
-	e.dropInlineOf(it.Image.Chunks)
+	e.forgetSent(it.Image.Chunks)
 	done := *it
 	done.State, done.Image, done.At = XDone, nil, now
 	e.setIntent(id, &done)

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"slices"
 	"syscall"
 
 	"google.golang.org/protobuf/proto"
@@ -122,13 +121,21 @@ func volumeReply(storage string) *pb.VolumeReply {
 }
 
 // inlineOfViews returns the bytes of the inline slices views name.
+// (A file's slices hold at most engine.MaxFileInlineBytes inline.)
 func inlineOfViews(e *engine.Engine, views []engine.ChunkView) []*pb.InlineSlice {
 	var out []*pb.InlineSlice
+	var seen map[uint64]bool
 	for _, v := range views {
 		for _, s := range v.Slices {
-			if d, ok := e.Inline(s.ID); ok && !slices.ContainsFunc(out, func(x *pb.InlineSlice) bool { return x.Id == s.ID }) {
-				out = append(out, &pb.InlineSlice{Id: s.ID, Data: d})
+			d, ok := e.Inline(s.ID)
+			if !ok || seen[s.ID] {
+				continue
 			}
+			if seen == nil {
+				seen = map[uint64]bool{}
+			}
+			seen[s.ID] = true
+			out = append(out, &pb.InlineSlice{Id: s.ID, Data: d})
 		}
 	}
 	return out
