@@ -120,30 +120,5 @@ func TestCompactionReadsInlineBytes(t *testing.T) {
 	if err := f.Sync(); err != nil { // one slice, the whole file: inline
 		t.Fatal(err)
 	}
-	for i := range 8 { // eight commits of the writer's own reach CompactAt
-		p := randomBytes(uint64(100+i), 100)
-		copy(want[i*1000:], p)
-		f.WriteAt(p, int64(i*1000))
-		if err := f.Sync(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	vol, err := clientdata.Volume(e.ctx, e.c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vol.Wait() // the background compaction
-	r, err := e.c.Chunks(e.ctx, f.Ino(), 0, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := r[0].StoredSlices; n != 1 {
-		t.Fatalf("%d stored slices after the writer's compaction, want 1", n)
-	}
-	if got, err := e.c.ReadFile(e.ctx, "/w"); err != nil || !bytes.Equal(got, want) {
-		t.Fatalf("content after compaction: %v", err)
-	}
+	patchUntilCompacted(t, e, f, want, 8) // eight commits of the writer's own reach CompactAt
 }

@@ -313,7 +313,16 @@ func TestWriterTriggersCompaction(t *testing.T) {
 	}
 	// The first Sync commits two slices, the next six one each: the
 	// eighth reaches CompactAt.
-	for i := 0; i < 7; i++ {
+	patchUntilCompacted(t, e, f, want, 7)
+}
+
+// patchUntilCompacted overwrites 100 bytes of open file f (whose content
+// is want) patches times, syncing after each, closes it, and checks that
+// its writer's background compaction left chunk 0 one stored slice with
+// the content unchanged.
+func patchUntilCompacted(t *testing.T, e *dataEnv, f *client.File, want []byte, patches int) {
+	t.Helper()
+	for i := range patches {
 		p := randomBytes(uint64(100+i), 100)
 		copy(want[i*1000:], p)
 		f.WriteAt(p, int64(i*1000))
@@ -336,7 +345,7 @@ func TestWriterTriggersCompaction(t *testing.T) {
 	if n := r[0].StoredSlices; n != 1 {
 		t.Fatalf("%d stored slices after the writer's compaction, want 1", n)
 	}
-	if got, err := e.c.ReadFile(e.ctx, "/w"); err != nil || !bytes.Equal(got, want) {
+	if got, err := e.c.ReadFile(e.ctx, f.Name()); err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("content after compaction: %v", err)
 	}
 }

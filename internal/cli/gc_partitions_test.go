@@ -27,13 +27,7 @@ func TestSweepKeepsFilesRenamedAcrossPartitions(t *testing.T) {
 	dir := t.TempDir()
 	up := startUpArgs(t, "up", "--dir", dir, "--listen", "127.0.0.1:0", "--partitions", "2",
 		"--gc-grace", "10m", "--gc-interval", "10ms", "--gc-delay", "1h")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := client.Dial(up.addr, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, c := dialFor(t, up.addr)
 
 	want := make([]byte, 300<<10)
 	rand.Read(want)
@@ -102,13 +96,7 @@ func TestSweepKeepsFilesRenamedAcrossPartitions(t *testing.T) {
 func TestUpFlushesInlineFiles(t *testing.T) {
 	dir := t.TempDir()
 	up := startUpArgs(t, "up", "--dir", dir, "--listen", "127.0.0.1:0")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := client.Dial(up.addr, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, c := dialFor(t, up.addr)
 	want := []byte("small enough to go inline")
 	if err := c.WriteFile(ctx, "/small", want, 0o644); err != nil {
 		t.Fatal(err)
@@ -136,4 +124,18 @@ func TestUpFlushesInlineFiles(t *testing.T) {
 	if got, err := c.ReadFile(ctx, "/small"); err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("read after the flush: %q %v", got, err)
 	}
+}
+
+// dialFor dials addr for the rest of the test, with a context that ends
+// with it (or after a minute).
+func dialFor(t *testing.T, addr string) (context.Context, *client.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	c, err := client.Dial(addr, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return ctx, c
 }

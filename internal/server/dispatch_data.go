@@ -123,6 +123,9 @@ func volumeReply(storage string) *pb.VolumeReply {
 // inlineOfViews returns the bytes of the inline slices views name.
 // (A file's slices hold at most engine.MaxFileInlineBytes inline.)
 func inlineOfViews(e *engine.Engine, views []engine.ChunkView) []*pb.InlineSlice {
+	if bytes, _ := e.InlineBytes(); bytes == 0 {
+		return nil // the common case: nothing to look up per slice
+	}
 	var out []*pb.InlineSlice
 	var seen map[uint64]bool
 	for _, v := range views {
