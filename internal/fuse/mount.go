@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,6 +47,12 @@ func MountAt(c *client.Client, dir string, opts Options) (*Mount, error) {
 		DirectMount:   true,
 		MaxBackground: 64,
 		MaxWrite:      maxWrite,
+		// Reads answer with bytes in memory (the block cache), never a
+		// file descriptor to splice from; without this the library
+		// would still stage every reply's header in a pipe, and log a
+		// failure for every reply of 1 MiB (a pipe holds at most 1 MiB
+		// by default, /proc/sys/fs/pipe-max-size).
+		DisableSplice: true,
 		Debug:         opts.Debug,
 		EnableLocks:   true, // flock and fcntl locks come to the mount, which asks the service
 		// The service clears set-user-ID and set-group-ID in the same
@@ -72,6 +79,9 @@ func MountAt(c *client.Client, dir string, opts Options) (*Mount, error) {
 	if opts.ReadOnly {
 		mo.DirectMountFlags = syscall.MS_NOSUID | syscall.MS_NODEV | syscall.MS_RDONLY
 	}
+	// What the library reports goes to the mount's log as warnings;
+	// its debug trace goes to stderr.
+	mo.Logger = slog.NewLogLogger(fs.log.Handler(), slog.LevelWarn)
 	if opts.Debug {
 		mo.Logger = log.New(os.Stderr, "fuse: ", log.Lmicroseconds)
 	}
