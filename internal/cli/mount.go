@@ -48,7 +48,7 @@ type mountFlags struct {
 	metricsListen, logFile                                string
 	durability                                            string   // --durability: posix or strict
 	options                                               string   // -o, applied over the flags (mountopts.go)
-	bufferSize                                            sizeFlag // --buffer-size: bound on the write buffers
+	bufferSize                                            sizeFlag // --buffer-size: bound on the mount's memory (mount_memory.go)
 	cacheDir                                              string   // --cache-dir: on-disk read cache
 	cacheSize                                             sizeFlag // --cache-size: its bound
 }
@@ -88,7 +88,7 @@ mount is usable. Mounting needs root (or fusermount).`,
 	f.StringVar(&o.cacheDir, "cache-dir", "", "keep blocks read in files under DIR as well (a read cache on local disk, bounded by --cache-size, kept across mounts)")
 	o.cacheSize.v = client.DefaultCacheDirBytes
 	f.Var(&o.cacheSize, "cache-size", "bound on --cache-dir (KiB, MiB, GiB suffixes)")
-	f.Var(&o.bufferSize, "buffer-size", "bound on the write buffers of all open files together (KiB, MiB, GiB suffixes); writers wait for room")
+	f.Var(&o.bufferSize, "buffer-size", "bound on the mount's memory: the write buffers of all open files and the cache of blocks read, together (KiB, MiB, GiB suffixes); writers wait for room")
 	f.DurationVar(&o.attrTimeout, "attr-timeout", fuse.DefaultAttrTimeout, "how long the kernel caches attributes")
 	f.DurationVar(&o.entryTimeout, "entry-timeout", fuse.DefaultEntryTimeout, "how long the kernel caches name lookups")
 	f.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics, pprof and a status page on this address")
@@ -125,10 +125,11 @@ func mountForeground(cmd *cobra.Command, g *globals, dir string, o mountFlags) e
 	if copts.Durability, err = client.ParseDurability(o.durability); err != nil {
 		return err
 	}
-	if o.bufferSize.v <= 0 {
-		return fmt.Errorf("--buffer-size must be positive")
+	if o.bufferSize.v < minBufferSize {
+		return fmt.Errorf("--buffer-size must be at least %d MiB", minBufferSize>>20)
 	}
-	copts.Data.BufferBytes = o.bufferSize.v
+	copts.Data.CacheBytes, copts.Data.BufferBytes = memorySplit(o.bufferSize.v)
+	limitMemory(o.bufferSize.v, log)
 	if o.cacheSize.v <= 0 {
 		return fmt.Errorf("--cache-size must be positive")
 	}
