@@ -44,12 +44,15 @@ type committer struct {
 
 	unsynced int     // records appended since the last fsync
 	syncer   *syncer // syncs what early batches flushed; started by run
+	// syncPause is the least time between the syncer's syncs
+	// (Config.EarlySyncPause).
+	syncPause time.Duration
 }
 
 // run is the committer's loop.
 func (c *committer) run() {
 	defer close(c.ckpts)
-	c.syncer = newSyncer(c.log, c.fail, c.stats)
+	c.syncer = newSyncer(c.log, c.syncPause, c.fail, c.stats)
 	defer c.syncer.stop()
 	for {
 		select {

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"time"
+
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/canopyfs/canopy/api/metapb"
@@ -49,24 +51,42 @@ func (b *batch) noteDurability(o *op, logged bool) {
 // syncer is the goroutine (run) that makes durable, with SyncFlushed, the
 // records the committer flushed for early replies. It owns nothing but
 // its loop: points come on in, the latest first (the committer replaces a
-// point not yet taken by the newer one, which covers it).
+// point not yet taken by the newer one, which covers it). Its syncs are
+// at least pause apart: nobody waits for them (SYNC is synced by the
+// committer itself), and one sync then covers the records of every batch
+// flushed meanwhile instead of a sync per batch, which on a stream of
+// single calls (a program on a mount) would be a sync per call.
 type syncer struct {
-	log  commitLog
-	in   chan wal.Flushed // from the committer; closed when the committer ends
-	done chan struct{}    // closed when run returns
-	fail func(error)
-	st   *stats
+	log   commitLog
+	in    chan wal.Flushed // from the committer; closed when the committer ends
+	done  chan struct{}    // closed when run returns
+	pause time.Duration    // least time from one sync's start to the next
+	sleep func(time.Duration)
+	fail  func(error)
+	st    *stats
 }
 
-func newSyncer(log commitLog, fail func(error), st *stats) *syncer {
-	s := &syncer{log: log, in: make(chan wal.Flushed, 1), done: make(chan struct{}), fail: fail, st: st}
+func newSyncer(log commitLog, pause time.Duration, fail func(error), st *stats) *syncer {
+	s := &syncer{log: log, in: make(chan wal.Flushed, 1), done: make(chan struct{}), pause: pause, sleep: time.Sleep, fail: fail, st: st}
 	go s.run()
 	return s
 }
 
 func (s *syncer) run() {
 	defer close(s.done)
+	var last time.Time
 	for p := range s.in {
+		if wait := s.pause - time.Since(last); wait > 0 {
+			s.sleep(wait)
+			select {
+			case q, ok := <-s.in: // handed while waiting: covers p
+				if ok {
+					p = q
+				}
+			default:
+			}
+		}
+		last = time.Now()
 		if err := s.log.SyncFlushed(p); err != nil {
 			s.fail(err)
 			continue

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	pb "github.com/canopyfs/canopy/api/metapb"
 	"github.com/canopyfs/canopy/internal/rpc"
@@ -102,5 +103,46 @@ func TestCommitterEarlyReplies(t *testing.T) {
 	}
 	if !b1.early || b1.sync || !b3.sync || !b4.sync || b4.early {
 		t.Errorf("batch marks: b1 early %v sync %v, b3 sync %v, b4 sync %v early %v", b1.early, b1.sync, b3.sync, b4.sync, b4.early)
+	}
+}
+
+// countLog is a commitLog that counts its background syncs.
+type countLog struct {
+	syncLog
+	syncs chan struct{}
+}
+
+func (l *countLog) SyncFlushed(wal.Flushed) error { l.syncs <- struct{}{}; return nil }
+
+// The syncer's syncs are at least its pause apart, and the one after a
+// pause covers every point handed during it: a stream of batches costs a
+// sync per pause, not a sync per batch.
+func TestSyncerPausesBetweenSyncs(t *testing.T) {
+	log := &countLog{syncs: make(chan struct{}, 16)}
+	var st stats
+	slept := make(chan time.Duration)
+	wake := make(chan struct{})
+	s := &syncer{log: log, in: make(chan wal.Flushed, 1), done: make(chan struct{}), pause: time.Hour,
+		fail: func(err error) { t.Errorf("syncer failed: %v", err) }, st: &st,
+		sleep: func(d time.Duration) { slept <- d; <-wake }}
+	go s.run()
+
+	s.hand(wal.Flushed{}) // the first sync goes at once
+	<-log.syncs
+	s.hand(wal.Flushed{}) // the next waits out the pause
+	if d := <-slept; d <= 0 || d > time.Hour {
+		t.Fatalf("the syncer slept %v; want the rest of its pause", d)
+	}
+	for range 5 { // handed while it sleeps: one sync covers them
+		s.hand(wal.Flushed{})
+	}
+	close(wake)
+	<-log.syncs
+	s.stop()
+	if n := len(log.syncs); n != 0 {
+		t.Errorf("%d more syncs after the pause; want none (the points handed during it are covered)", n)
+	}
+	if got := st.syncs.Load(); got != 2 {
+		t.Errorf("%d syncs counted; want 2", got)
 	}
 }

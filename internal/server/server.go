@@ -45,6 +45,11 @@ type Config struct {
 	TableWatches    int                   // long-polling TABLES_GET calls parked at once; default 1024
 	Storage         string                // object store URL that VOLUME tells clients (object.Open), without secrets
 	LockTimeout     time.Duration         // a client holding file locks and silent this long loses them; default 10 s
+	// EarlySyncPause is the least time between two syncs of the records
+	// of calls answered before they were durable (the POSIX durability
+	// mode): how much later than its reply such a change may become
+	// durable, beyond one sync. Default 2 ms; negative: no pause.
+	EarlySyncPause time.Duration
 	// TrashDays keeps what removals free in each partition's /.trash for
 	// that many days (engine/trash.go); 0, the default here, frees at
 	// once. `canopy meta` and `canopy up` default to 1. Every replica of
@@ -100,6 +105,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.RetryCacheTTL <= 0 {
 		c.RetryCacheTTL = 15 * time.Minute
+	}
+	if c.EarlySyncPause == 0 {
+		c.EarlySyncPause = 2 * time.Millisecond
 	}
 	if c.IdleBudget <= 0 {
 		c.IdleBudget = 1000
@@ -242,7 +250,7 @@ func Open(cfg Config) (*Server, error) {
 	s.replies = &replier{watch: s.watch}
 	s.commit = &committer{
 		log: r.wal, in: commits, truncs: truncs, ckpts: ckpts, deliver: s.replies.deliver, early: s.replies.deliverEarly,
-		fail: s.fail, stats: &s.stats, metrics: s.metrics, logger: s.log,
+		fail: s.fail, stats: &s.stats, metrics: s.metrics, logger: s.log, syncPause: cfg.EarlySyncPause,
 	}
 	s.ckpt = &checkpointer{
 		fs: cfg.FS, dir: filepath.Clean(cfg.Dir), in: ckpts, truncs: truncs, stopped: s.stopped,
