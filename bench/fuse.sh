@@ -28,6 +28,7 @@
 # The work directory is $DIR (default: a new one under /tmp), removed after.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/rss.sh
 
 SIZE=${1:-1GiB}
 SMALL=${2:-10000}
@@ -97,14 +98,7 @@ if [ "$many_bytes" -gt 0 ]; then
 	rm -rf "$work/local/many"
 	echo "fio: the same through the mount, its memory sampled" >&2
 	mount_pid=$(pgrep -n -f "$work/canopy mount")
-	(
-		peak=0
-		while kill -0 "$mount_pid" 2>/dev/null; do
-			rss=$(awk '/^VmRSS/ {print $2}' "/proc/$mount_pid/status" 2>/dev/null || echo 0)
-			[ "${rss:-0}" -gt "$peak" ] && { peak=$rss; echo "$peak" >"$work/rss.peak"; }
-			sleep 0.2
-		done
-	) &
+	rss_sample "$mount_pid" "$work/rss.peak" &
 	sampler_pid=$!
 	mount_many=$(fio_many "$work/mnt/many")
 	kill "$sampler_pid" 2>/dev/null || true

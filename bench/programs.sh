@@ -33,6 +33,7 @@
 # one from the checkout, to compare revisions in one run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/rss.sh
 
 N=${1:-10000}
 ONLY=${ONLY:-tar git rm small fio}
@@ -80,14 +81,7 @@ ADDR=$(sed -n 's/.*ready at //p' "$work/up.out")
 # shellcheck disable=SC2086
 "$work/canopy" mount --addr "$ADDR" -d ${MOUNT_FLAGS:-} "$work/mnt" >/dev/null 2>"$work/mount.pid"
 mount_pid=$(grep -o '[0-9]\+' "$work/mount.pid" | tail -1)
-(
-	peak=0
-	while kill -0 "$mount_pid" 2>/dev/null; do
-		rss=$(awk '/^VmRSS/ {print $2}' "/proc/$mount_pid/status" 2>/dev/null || echo 0)
-		[ "${rss:-0}" -gt "$peak" ] && { peak=$rss; echo "$peak" >"$work/rss.peak"; }
-		sleep 0.2
-	done
-) &
+rss_sample "$mount_pid" "$work/rss.peak" &
 sampler_pid=$!
 
 # secs CMD...: wall seconds of CMD, to a hundredth.

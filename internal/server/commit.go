@@ -53,6 +53,7 @@ type committer struct {
 func (c *committer) run() {
 	defer close(c.ckpts)
 	c.syncer = newSyncer(c.log, c.syncPause, c.fail, c.stats)
+	c.syncer.start()
 	defer c.syncer.stop()
 	for {
 		select {

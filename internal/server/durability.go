@@ -66,11 +66,13 @@ type syncer struct {
 	st    *stats
 }
 
+// newSyncer returns a syncer for start to run.
 func newSyncer(log commitLog, pause time.Duration, fail func(error), st *stats) *syncer {
-	s := &syncer{log: log, in: make(chan wal.Flushed, 1), done: make(chan struct{}), pause: pause, sleep: time.Sleep, fail: fail, st: st}
-	go s.run()
-	return s
+	return &syncer{log: log, in: make(chan wal.Flushed, 1), done: make(chan struct{}), pause: pause, sleep: time.Sleep, fail: fail, st: st}
 }
+
+// start runs the syncer's goroutine.
+func (s *syncer) start() { go s.run() }
 
 func (s *syncer) run() {
 	defer close(s.done)

@@ -122,10 +122,9 @@ func TestSyncerPausesBetweenSyncs(t *testing.T) {
 	var st stats
 	slept := make(chan time.Duration)
 	wake := make(chan struct{})
-	s := &syncer{log: log, in: make(chan wal.Flushed, 1), done: make(chan struct{}), pause: time.Hour,
-		fail: func(err error) { t.Errorf("syncer failed: %v", err) }, st: &st,
-		sleep: func(d time.Duration) { slept <- d; <-wake }}
-	go s.run()
+	s := newSyncer(log, time.Hour, func(err error) { t.Errorf("syncer failed: %v", err) }, &st)
+	s.sleep = func(d time.Duration) { slept <- d; <-wake }
+	s.start()
 
 	s.hand(wal.Flushed{}) // the first sync goes at once
 	<-log.syncs
