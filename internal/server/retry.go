@@ -1,6 +1,9 @@
 package server
 
 import (
+	"hash/maphash"
+	"math/bits"
+
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/canopyfs/canopy/api/metapb"
@@ -29,103 +32,155 @@ type outcome struct {
 // carried by the records, is ttl past it (expire). Part of the state
 // machine, owned by the apply loop; it is rebuilt by log replay and
 // carried in checkpoints, oldest first.
+//
+// Every logged call looks the cache up, adds to it and, once it is full,
+// forgets the oldest entry: three lookups a call on every replica. So the
+// entries live in the ring, in insertion order, and an open-addressing
+// index (linear probing, at most half full) maps a key's hash to its ring
+// position. A miss, the common case, reads one line of the index; the
+// ring is written and read in order.
 type retryCache struct {
-	entries map[callKey]outcome
-	ring    []ringSlot // keys in insertion order, from head on; len(ring) is the capacity
-	head    int        // ring position of the oldest entry
-	n       int        // entries in the ring
+	ring  []retrySlot // entries in insertion order, from head on; len(ring) is the capacity
+	head  int         // ring position of the oldest entry
+	n     int         // entries in the ring
+	index []indexSlot // len a power of two, at least twice the capacity
+	seed  maphash.Seed
 
 	// unstamped: the entries came from a checkpoint of the version that
 	// did not keep their times; the next record's time is given them.
 	unstamped bool
 }
 
-// ringSlot is one entry's key and time in insertion order. The time is
-// kept here as well as in the outcome so that expire, run after every
-// record, looks at the oldest entries without a map lookup each.
-type ringSlot struct {
-	key callKey
-	at  int64
+// retrySlot is one entry of the ring. Its time is kept beside the
+// outcome's so that expire, run after every record, reads the ring alone.
+type retrySlot struct {
+	key  callKey
+	hash uint64 // of key, to find its index slot when it goes
+	out  outcome
+}
+
+// indexSlot is one slot of the index: pos is a ring position plus one (0:
+// an empty slot), tag the high bits of the key's hash, so that a probe
+// compares keys only where the tags agree.
+type indexSlot struct {
+	pos uint32
+	tag uint32
 }
 
 func newRetryCache(capacity int) *retryCache {
-	return &retryCache{entries: make(map[callKey]outcome, capacity), ring: make([]ringSlot, max(capacity, 1))}
+	capacity = max(capacity, 1)
+	size := 1 << bits.Len(uint(2*capacity-1))
+	return &retryCache{ring: make([]retrySlot, capacity), index: make([]indexSlot, size), seed: maphash.MakeSeed()}
+}
+
+func (c *retryCache) hash(k callKey) uint64 { return maphash.Comparable(c.seed, k) }
+
+// find returns the index slot of k, or of the empty slot where k would go.
+func (c *retryCache) find(k callKey, h uint64) (slot int, found bool) {
+	mask := len(c.index) - 1
+	tag := uint32(h >> 32)
+	for i := int(h) & mask; ; i = (i + 1) & mask {
+		s := c.index[i]
+		if s.pos == 0 {
+			return i, false
+		}
+		if s.tag == tag && c.ring[s.pos-1].key == k {
+			return i, true
+		}
+	}
 }
 
 func (c *retryCache) get(k callKey) (outcome, bool) {
-	o, ok := c.entries[k]
-	return o, ok
+	i, ok := c.find(k, c.hash(k))
+	if !ok {
+		return outcome{}, false
+	}
+	return c.ring[c.index[i].pos-1].out, true
 }
 
 // put adds the outcome of call k. A key already present (a call applied
 // twice, which get prevents) keeps its place and its first time in the
 // ring: it expires as the first outcome would have.
 func (c *retryCache) put(k callKey, o outcome) {
-	if _, ok := c.entries[k]; ok {
-		c.entries[k] = o
+	h := c.hash(k)
+	i, ok := c.find(k, h)
+	if ok {
+		s := &c.ring[c.index[i].pos-1]
+		o.at = s.out.at
+		s.out = o
 		return
 	}
 	if c.n == len(c.ring) {
 		c.dropOldest()
+		i, _ = c.find(k, h) // the drop may have shifted the slots
 	}
-	c.ring[(c.head+c.n)%len(c.ring)] = ringSlot{key: k, at: o.at}
+	pos := (c.head + c.n) % len(c.ring)
+	c.ring[pos] = retrySlot{key: k, hash: h, out: o}
+	c.index[i] = indexSlot{pos: uint32(pos) + 1, tag: uint32(h >> 32)}
 	c.n++
-	c.entries[k] = o
 }
 
 // expire forgets the entries made before the time before, oldest first.
 // Records apply in time order, so they are at the head of the ring.
 func (c *retryCache) expire(before int64) {
-	for c.n > 0 && c.ring[c.head].at < before {
+	for c.n > 0 && c.ring[c.head].out.at < before {
 		c.dropOldest()
 	}
 }
 
 func (c *retryCache) dropOldest() {
-	delete(c.entries, c.ring[c.head].key)
-	c.ring[c.head] = ringSlot{}
+	s := &c.ring[c.head]
+	i, ok := c.find(s.key, s.hash)
+	if ok {
+		c.unindex(i)
+	}
+	*s = retrySlot{}
 	c.head = (c.head + 1) % len(c.ring)
 	c.n--
+}
+
+// unindex empties index slot i, moving back the slots after it whose
+// probe passed through i so that every key stays reachable from its home
+// slot (deletion without tombstones).
+func (c *retryCache) unindex(i int) {
+	mask := len(c.index) - 1
+	for j := (i + 1) & mask; ; j = (j + 1) & mask {
+		s := c.index[j]
+		if s.pos == 0 {
+			break
+		}
+		home := int(c.ring[s.pos-1].hash) & mask
+		// s may move to i if i lies cyclically in [home, j).
+		if (j-home)&mask >= (j-i)&mask {
+			c.index[i] = s
+			i = j
+		}
+	}
+	c.index[i] = indexSlot{}
 }
 
 // each calls fn for every entry, oldest first.
 func (c *retryCache) each(fn func(callKey, outcome)) {
 	for i := range c.n {
-		k := c.ring[(c.head+i)%len(c.ring)].key
-		fn(k, c.entries[k])
+		s := &c.ring[(c.head+i)%len(c.ring)]
+		fn(s.key, s.out)
 	}
 }
 
 func (c *retryCache) len() int { return c.n }
 
-// setTime sets the time of k's outcome, if k is kept. The ring's copy of
-// the time is set by retimeRing, once every time is set.
+// setTime sets the time of k's outcome, if k is kept.
 func (c *retryCache) setTime(k callKey, at int64) {
-	if o, ok := c.entries[k]; ok {
-		o.at = at
-		c.entries[k] = o
-	}
-}
-
-// retimeRing gives the ring the times of the outcomes, after setTime.
-func (c *retryCache) retimeRing() {
-	for i := range c.n {
-		s := &c.ring[(c.head+i)%len(c.ring)]
-		s.at = c.entries[s.key].at
+	if i, ok := c.find(k, c.hash(k)); ok {
+		c.ring[c.index[i].pos-1].out.at = at
 	}
 }
 
 // stamp gives every entry without a time the time now.
 func (c *retryCache) stamp(now int64) {
-	for k, o := range c.entries {
-		if o.at == 0 {
-			o.at = now
-			c.entries[k] = o
-		}
-	}
 	for i := range c.n {
-		if s := &c.ring[(c.head+i)%len(c.ring)]; s.at == 0 {
-			s.at = now
+		if s := &c.ring[(c.head+i)%len(c.ring)]; s.out.at == 0 {
+			s.out.at = now
 		}
 	}
 	c.unstamped = false

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/canopyfs/canopy/internal/rpc"
@@ -64,7 +66,6 @@ func TestRetryCacheBoundsAndExpiry(t *testing.T) {
 	for i := range uint64(3) {
 		loaded.setTime(key(3, i), int64(200+i))
 	}
-	loaded.retimeRing()
 	loaded.expire(201)
 	if got := keysOf(loaded); len(got) != 2 || got[0] != key(3, 1) {
 		t.Fatalf("after load and expire(201): %v", got)
@@ -72,6 +73,68 @@ func TestRetryCacheBoundsAndExpiry(t *testing.T) {
 	loaded.expire(1000)
 	if loaded.len() != 0 {
 		t.Fatalf("%d entries outlived their times", loaded.len())
+	}
+}
+
+// TestRetryCacheAgreesWithModel runs random puts, lookups and expiries
+// against small caches, whose index is full of collisions, and compares
+// every answer with a plain model: a list in insertion order. The
+// deletions move index slots back; a key they made unreachable would show
+// as a miss here.
+func TestRetryCacheAgreesWithModel(t *testing.T) {
+	type entry struct {
+		k  callKey
+		at int64
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for capacity := 1; capacity <= 40; capacity++ {
+		c := newRetryCache(capacity)
+		var model []entry
+		now := int64(0)
+		for step := range 3000 {
+			k := key(byte(rng.IntN(4)), uint64(rng.IntN(3*capacity)))
+			switch op := rng.IntN(10); {
+			case op < 6: // a call applied, unless the cache knows it
+				now++
+				_, ok := c.get(k)
+				known := slices.ContainsFunc(model, func(e entry) bool { return e.k == k })
+				if ok != known {
+					t.Fatalf("capacity %d step %d: get %v = %v, model %v", capacity, step, k, ok, known)
+				}
+				if ok {
+					continue
+				}
+				c.put(k, outcome{status: uint32(k.call), at: now})
+				model = append(model, entry{k, now})
+				if len(model) > capacity {
+					model = model[1:]
+				}
+			case op < 9:
+				o, ok := c.get(k)
+				i := slices.IndexFunc(model, func(e entry) bool { return e.k == k })
+				if ok != (i >= 0) || ok && (o.status != uint32(k.call) || o.at != model[i].at) {
+					t.Fatalf("capacity %d step %d: get %v = %+v %v, model %d", capacity, step, k, o, ok, i)
+				}
+			default:
+				before := now - int64(rng.IntN(2*capacity))
+				c.expire(before)
+				for len(model) > 0 && model[0].at < before {
+					model = model[1:]
+				}
+			}
+			if c.len() != len(model) {
+				t.Fatalf("capacity %d step %d: %d entries, model %d", capacity, step, c.len(), len(model))
+			}
+		}
+		got := keysOf(c)
+		for i, e := range model {
+			if got[i] != e.k {
+				t.Fatalf("capacity %d: entry %d is %v, model %v", capacity, i, got[i], e.k)
+			}
+			if _, ok := c.get(e.k); !ok {
+				t.Fatalf("capacity %d: %v unreachable", capacity, e.k)
+			}
+		}
 	}
 }
 

@@ -501,7 +501,6 @@ func (sm *stateMachine) decodeState(r io.Reader) error {
 		}
 		sm.cache.setTime(k, at)
 	}
-	sm.cache.retimeRing()
 	clients, err := binary.ReadUvarint(br)
 	if err != nil {
 		return fmt.Errorf("sessions: %w", err)
