@@ -36,6 +36,7 @@ type kv struct {
 	mu      sync.Mutex
 	m       map[string]string
 	applied uint64
+	decoded int // entries applied by ApplyDecoded
 }
 
 func newKV() *kv { return &kv{m: make(map[string]string)} }
@@ -47,6 +48,27 @@ func (s *kv) Apply(index uint64, data []byte) any {
 	s.m[k] = v
 	s.applied = index
 	return index
+}
+
+// ApplyDecoded applies an entry proposed here from the value given to
+// ProposeDecoded: a [2]string of key and value.
+func (s *kv) ApplyDecoded(index uint64, data []byte, decoded any) any {
+	kv, ok := decoded.([2]string)
+	if !ok {
+		return s.Apply(index, data)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[kv[0]] = kv[1]
+	s.applied = index
+	s.decoded++
+	return index
+}
+
+func (s *kv) decodedCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.decoded
 }
 
 func (s *kv) Snapshot() (func(io.Writer) error, func(), error) {

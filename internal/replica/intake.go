@@ -32,7 +32,15 @@ type intake struct {
 // (ErrLeadershipLost: the entry may still be applied) or when it stops.
 // data is not copied: the caller must not change it afterwards.
 func (n *Node) ProposeAsync(data []byte, done func(val any, err error)) {
-	q := queued{seq: n.seq.Add(1), data: data, p: &proposal{done: done}}
+	n.ProposeDecoded(data, nil, done)
+}
+
+// ProposeDecoded is ProposeAsync with the value data was encoded from:
+// where the StateMachine is a DecodedApplier, this replica applies the
+// entry from decoded (which it must not change afterwards either) rather
+// than decoding data again; every other replica decodes data.
+func (n *Node) ProposeDecoded(data []byte, decoded any, done func(val any, err error)) {
+	q := queued{seq: n.seq.Add(1), data: data, p: &proposal{done: done, decoded: decoded}}
 	in := &n.intake
 	in.mu.Lock()
 	if err := in.closed; err != nil {

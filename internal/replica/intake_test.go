@@ -86,3 +86,45 @@ func TestProposeAsync(t *testing.T) {
 		t.Fatal("a stopped replica did not answer a proposal at once")
 	}
 }
+
+// TestProposeDecoded: the leader applies its own proposals from the values
+// they were encoded from, the followers from the bytes, and every replica
+// ends with the same state.
+func TestProposeDecoded(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	lead := c.leader()
+	const n = 300
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var last uint64
+	for i := range n {
+		k := fmt.Sprintf("k%d", i)
+		wg.Add(1)
+		// The bytes say "b", the decoded value "b" too: what a follower
+		// decodes is what the leader was given.
+		c.nodes[lead].ProposeDecoded([]byte(k+"=b"), [2]string{k, "b"}, func(val any, err error) {
+			defer wg.Done()
+			if err != nil {
+				t.Errorf("%s: %v", k, err)
+				return
+			}
+			mu.Lock()
+			last = max(last, val.(uint64))
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for _, id := range c.peers {
+		c.waitApplied(id, last)
+		if v, _ := c.sms[id].get(fmt.Sprintf("k%d", n-1)); v != "b" {
+			t.Fatalf("replica %d: k%d = %q", id, n-1, v)
+		}
+		got, want := c.sms[id].decodedCount(), 0
+		if id == lead {
+			want = n
+		}
+		if got != want {
+			t.Errorf("replica %d applied %d entries from decoded values, want %d", id, got, want)
+		}
+	}
+}

@@ -40,6 +40,13 @@ type StateMachine interface {
 	Restore(r io.Reader) error
 }
 
+// DecodedApplier is a StateMachine that can apply an entry proposed on
+// this replica from the value its data was encoded from (ProposeDecoded),
+// sparing the decode. The result must be what Apply of data would give.
+type DecodedApplier interface {
+	ApplyDecoded(index uint64, data []byte, decoded any) any
+}
+
 // Config configures a Node.
 type Config struct {
 	ID  uint64 // this replica's id, not 0
@@ -194,9 +201,10 @@ type Node struct {
 // proposal is a proposal taken and not yet answered. Exactly one of ch
 // (Propose, which waits on it) and done (ProposeAsync) is set.
 type proposal struct {
-	ch    chan result
-	done  func(val any, err error)
-	start time.Time
+	ch      chan result
+	done    func(val any, err error)
+	decoded any // what the command was encoded from, or nil (ProposeDecoded)
+	start   time.Time
 }
 
 // deliver answers p, once; on the raft goroutine.
@@ -577,7 +585,7 @@ func (n *Node) apply(ents []pb.Entry) error {
 			}
 			if isBatch(e.Data) {
 				err := eachInBatch(e.Data, func(epoch, seq uint64, cmd []byte) {
-					val := n.cfg.StateMachine.Apply(e.Index, cmd)
+					val := n.applyCommand(e.Index, epoch, seq, cmd)
 					n.cmdsSince++
 					if epoch == n.epoch {
 						n.answer(seq, result{val: val})
@@ -595,7 +603,7 @@ func (n *Node) apply(ents []pb.Entry) error {
 				n.log.Warn("replica: skipping an entry without a proposal id", "index", e.Index)
 				break
 			}
-			val := n.cfg.StateMachine.Apply(e.Index, e.Data[16:])
+			val := n.applyCommand(e.Index, epoch, seq, e.Data[16:])
 			n.cmdsSince++
 			if epoch == n.epoch {
 				n.answer(seq, result{val: val})
@@ -661,6 +669,20 @@ func (n *Node) dequeueConf(seq uint64) {
 			return
 		}
 	}
+}
+
+// applyCommand applies one command of the entry at index: from the value
+// it was encoded from where this replica proposed it and the state
+// machine can, from its bytes otherwise.
+func (n *Node) applyCommand(index, epoch, seq uint64, cmd []byte) any {
+	if epoch == n.epoch {
+		if p := n.pending[seq]; p != nil && p.decoded != nil {
+			if da, ok := n.cfg.StateMachine.(DecodedApplier); ok {
+				return da.ApplyDecoded(index, cmd, p.decoded)
+			}
+		}
+	}
+	return n.cfg.StateMachine.Apply(index, cmd)
 }
 
 func (n *Node) answer(seq uint64, r result) {

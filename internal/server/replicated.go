@@ -138,6 +138,22 @@ func (rs *replicatedState) Apply(index uint64, data []byte) any {
 		rs.sm.log.Error("replicated entry does not decode; skipped on every replica", "index", index, "err", err)
 		return applied{status: uint32(syscall.EIO)}
 	}
+	return rs.applyRecord(index, &rec)
+}
+
+// ApplyDecoded applies an entry this replica proposed from the record it
+// encoded (replica.DecodedApplier): the leader does not decode its own
+// proposals again.
+func (rs *replicatedState) ApplyDecoded(index uint64, data []byte, decoded any) any {
+	rec, ok := decoded.(*pb.LogRecord)
+	if !ok {
+		return rs.Apply(index, data)
+	}
+	return rs.applyRecord(index, rec)
+}
+
+// applyRecord applies the log record of the entry at index.
+func (rs *replicatedState) applyRecord(index uint64, rec *pb.LogRecord) any {
 	rs.activity.Add(1)
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
@@ -156,7 +172,7 @@ func (rs *replicatedState) Apply(index uint64, data []byte) any {
 			}
 		}
 	}
-	status, reply, err := sm.Apply(&rec, nil)
+	status, reply, err := sm.Apply(rec, nil)
 	if err != nil {
 		sm.log.Error("replicated entry is malformed; skipped on every replica", "index", index, "err", err)
 		return applied{status: uint32(syscall.EIO)}

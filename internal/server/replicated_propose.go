@@ -27,7 +27,7 @@ func (r *replicated) propose(o *op, rec *pb.LogRecord) {
 	}
 	r.slots <- struct{}{}
 	r.inflight.Add(1)
-	r.node.ProposeAsync(data, func(v any, err error) { r.answers.add(answer{o: o, val: v, err: err}) })
+	r.node.ProposeDecoded(data, rec, func(v any, err error) { r.answers.add(answer{o: o, val: v, err: err}) })
 }
 
 // answerLoop is the answerer goroutine: it replies to the calls whose
