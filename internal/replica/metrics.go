@@ -22,6 +22,7 @@ type metrics struct {
 	proposals     prometheus.Counter
 	commit        prometheus.Histogram
 	appendSync    prometheus.Histogram
+	fsync         prometheus.Histogram
 	entriesPer    prometheus.Histogram
 	perEntry      prometheus.Histogram
 	leaseReads    prometheus.Counter
@@ -45,6 +46,9 @@ func newMetrics(reg prometheus.Registerer, id uint64) (*metrics, error) {
 		appendSync: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "canopy_replica_append_sync_seconds", Help: "From the write of the entries to the end of the fsync that made them durable (one fsync covers every append waiting).",
 			Buckets: latencyBuckets, ConstLabels: labels}),
+		fsync: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "canopy_replica_fsync_seconds", Help: "One fsync of the log by the syncer, alone (the disk's share of append_sync).",
+			Buckets: latencyBuckets, ConstLabels: labels}),
 		entriesPer: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "canopy_replica_entries_per_append", Help: "Entries made durable by one fsync.",
 			Buckets: countBuckets, ConstLabels: labels}),
@@ -65,7 +69,7 @@ func newMetrics(reg prometheus.Registerer, id uint64) (*metrics, error) {
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.term, m.leaderChanges, m.proposals, m.commit,
-			m.appendSync, m.entriesPer, m.perEntry, m.leaseReads, m.snapBytes, m.snapSeconds, m.followerLag} {
+			m.appendSync, m.fsync, m.entriesPer, m.perEntry, m.leaseReads, m.snapBytes, m.snapSeconds, m.followerLag} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("register replica metrics: %w", err)
 			}

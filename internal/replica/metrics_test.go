@@ -43,6 +43,9 @@ func TestMetrics(t *testing.T) {
 		if mf.GetName() == "canopy_replica_append_sync_seconds" && mf.GetMetric()[0].GetHistogram().GetSampleCount() == 0 {
 			t.Error("no append+fsync observed")
 		}
+		if mf.GetName() == "canopy_replica_fsync_seconds" && mf.GetMetric()[0].GetHistogram().GetSampleCount() == 0 {
+			t.Error("no fsync observed")
+		}
 		if mf.GetName() == "canopy_replica_snapshot_bytes" && mf.GetMetric()[0].GetHistogram().GetSampleCount() == 0 {
 			t.Error("no snapshot size observed after SnapshotEntries entries")
 		}

@@ -100,22 +100,31 @@ func (s *syncer) run() {
 		err := failed
 		if err == nil {
 			// The points come in the order written, so the last covers
-			// the others: one fsync for all of them.
-			err = s.n.wlog.SyncFlushed(jobs[len(jobs)-1].point)
+			// the others: one fsync for all of them (none if they carry
+			// nothing that is not durable already: a hard state alone).
+			last := jobs[len(jobs)-1].point
+			syncs := last.LSN() > s.n.wlog.SyncedLSN()
+			start := time.Now()
+			err = s.n.wlog.SyncFlushed(last)
 			failed = err
+			if err == nil && syncs {
+				s.n.m.fsync.Observe(time.Since(start).Seconds())
+			}
 		}
 		d := syncDone{jobs: len(jobs), err: err}
 		if err == nil {
-			now := time.Now()
-			s.n.m.appendSync.Observe(now.Sub(jobs[0].written).Seconds())
-			ents := 0
+			ents, first := 0, time.Time{}
 			for _, j := range jobs {
 				ents += j.entries
 				if j.entries > 0 {
 					d.appended++
+					if first.IsZero() {
+						first = j.written
+					}
 				}
 			}
 			if ents > 0 {
+				s.n.m.appendSync.Observe(time.Since(first).Seconds())
 				s.n.m.entriesPer.Observe(float64(ents))
 			}
 			var remote []pb.Message
