@@ -163,7 +163,8 @@ func runGateway(cmd *cobra.Command, g *globals, f gatewayFlags, name string, han
 
 func newGatewayS3Cmd(g *globals) *cobra.Command {
 	var f gatewayFlags
-	var keysFile string
+	var keysFile, anonID string
+	var anonymous bool
 	cmd := &cobra.Command{
 		Use:   "s3",
 		Short: "Serve the namespace as an S3 service",
@@ -174,7 +175,11 @@ are signed (SigV4, in headers or presigned URLs) with the keys of
 (a TOKEN of canopy auth add maps the key to that credential); each key
 acts as its uid and gid, so the namespace's permissions apply (a key
 without one acts as this process). Without --access-keys, one key is read
-from CANOPY_S3_ACCESS_KEY and CANOPY_S3_SECRET_KEY. It prints one line with
+from CANOPY_S3_ACCESS_KEY and CANOPY_S3_SECRET_KEY. Requests without any
+credentials are refused unless --anonymous is given: then they act as
+--anonymous-id (nobody, 65534:65534, by default), which may read what the
+namespace lets everyone read and write where everyone may write; listing
+buckets, copies, multipart uploads and multi-deletes still need a key. It prints one line with
 "ready" and its address once it serves, and stops on SIGINT or SIGTERM.`,
 		Example: "  canopy --addr 10.0.0.2:9400 gateway s3 --listen :9000 --access-keys /etc/canopy/s3-keys",
 		Args:    cobra.NoArgs,
@@ -183,11 +188,23 @@ from CANOPY_S3_ACCESS_KEY and CANOPY_S3_SECRET_KEY. It prints one line with
 			if err != nil {
 				return err
 			}
-			return runS3Gateway(cmd, g, f, keys)
+			var anon *client.Cred
+			if anonymous {
+				cred, err := gws3.ParseAnonymous(anonID)
+				if err != nil {
+					return err
+				}
+				anon = &cred
+			} else if cmd.Flags().Changed("anonymous-id") {
+				return errors.New("s3 gateway: --anonymous-id without --anonymous")
+			}
+			return runS3Gateway(cmd, g, f, keys, anon)
 		},
 	}
 	f.bind(cmd, "127.0.0.1:9000")
 	cmd.Flags().StringVar(&keysFile, "access-keys", "", `file of access keys, one a line: "ACCESS_KEY SECRET_KEY [UID[:GID]] [TOKEN]"`)
+	cmd.Flags().BoolVar(&anonymous, "anonymous", false, "serve requests without credentials, as --anonymous-id")
+	cmd.Flags().StringVar(&anonID, "anonymous-id", fmt.Sprintf("%d:%d", gws3.NobodyID, gws3.NobodyID), "UID[:GID] that requests without credentials act as, with --anonymous")
 	return cmd
 }
 
@@ -214,7 +231,7 @@ func loadS3Keys(file string) (*gws3.Keyring, error) {
 }
 
 // runS3Gateway serves the S3 gateway until a signal.
-func runS3Gateway(cmd *cobra.Command, g *globals, f gatewayFlags, keys *gws3.Keyring) error {
+func runS3Gateway(cmd *cobra.Command, g *globals, f gatewayFlags, keys *gws3.Keyring, anon *client.Cred) error {
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 	tlsCfg, err := serverTLS(f.tlsCert, f.tlsKey)
 	if err != nil {
@@ -225,7 +242,7 @@ func runS3Gateway(cmd *cobra.Command, g *globals, f gatewayFlags, keys *gws3.Key
 		return err
 	}
 	defer c.Close()
-	cfg := gws3.Config{Client: c, Root: f.root, Keys: keys, Listen: f.listen, TLS: tlsCfg, Logger: log,
+	cfg := gws3.Config{Client: c, Root: f.root, Keys: keys, Anonymous: anon, Listen: f.listen, TLS: tlsCfg, Logger: log,
 		Dial: func(token string) (*client.Client, error) { return g.dialToken(token) }}
 	var reg *prometheus.Registry
 	if f.metricsListen != "" {

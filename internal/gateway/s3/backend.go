@@ -41,8 +41,9 @@ type Backend struct {
 	backend.BackendUnsupported
 
 	c    *client.Client
-	root string   // the directory whose subdirectories are the buckets
-	keys *Keyring // access keys and the identities they act as
+	root string       // the directory whose subdirectories are the buckets
+	keys *Keyring     // access keys and the identities they act as
+	anon *client.Cred // the identity of requests without credentials; nil = refused (anonymous.go)
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -70,16 +71,20 @@ const (
 	maxNameLen = 255
 )
 
-// client returns the client acting as the identity of the request's key.
+// client returns the client acting as the identity of the request's key,
+// or the anonymous identity's for a request without one (versitygw gives
+// every request an empty account until its credentials are verified).
 func (b *Backend) client(ctx context.Context) *client.Client {
+	acct, ok := ctx.Value("account").(auth.Account)
+	if !ok || acct.Access == "" {
+		return b.anonymousClient()
+	}
 	c := b.c
-	if acct, ok := ctx.Value("account").(auth.Account); ok {
-		if kc := b.keys.conns[acct.Access]; kc != nil {
-			c = kc.c
-		}
-		if cred, ok := b.keys.cred(acct.Access); ok {
-			return c.As(cred)
-		}
+	if kc := b.keys.conns[acct.Access]; kc != nil {
+		c = kc.c
+	}
+	if cred, ok := b.keys.cred(acct.Access); ok {
+		return c.As(cred)
 	}
 	return c
 }
@@ -351,9 +356,18 @@ func (b *Backend) GetBucketVersioning(ctx context.Context, bucket string) (s3res
 	return s3response.GetBucketVersioningOutput{}, err
 }
 
-// GetBucketPolicy reports that buckets have no policy.
+// GetBucketPolicy reports that buckets have no policy, or, where
+// anonymous access is on, one that grants everyone everything: Canopy's
+// permission checks, made as the anonymous identity, decide
+// (anonymous.go).
 func (b *Backend) GetBucketPolicy(ctx context.Context, bucket string) ([]byte, error) {
-	return nil, s3err.GetAPIError(s3err.ErrNoSuchBucketPolicy)
+	if b.anon == nil {
+		return nil, s3err.GetAPIError(s3err.ErrNoSuchBucketPolicy)
+	}
+	if _, err := b.statBucket(ctx, b.client(ctx), bucket); err != nil {
+		return nil, err
+	}
+	return publicPolicy(bucket), nil
 }
 
 // GetBucketCors reports that buckets have no CORS configuration.

@@ -34,6 +34,9 @@ type Config struct {
 	Client *client.Client
 	Root   string   // the directory whose subdirectories are the buckets; "" = the namespace's root
 	Keys   *Keyring // the access keys admitted; at least one
+	// Anonymous is the identity of requests that carry no credentials;
+	// nil refuses them (anonymous.go).
+	Anonymous *client.Cred
 	// Dial connects to the service with a key's token (keycreds.go); needed
 	// if a key has one. Start dials each token once; Close closes them.
 	Dial    DialFunc
@@ -119,6 +122,7 @@ func Start(cfg Config) (*Server, error) {
 	}
 	s.keys = cfg.Keys
 	be := NewBackend(cfg.Client, cfg.Root, cfg.Keys)
+	be.anon = cfg.Anonymous
 	api, err := s3api.New(be, root, Region, iam{cfg.Keys}, nil, nil, nil, mm, opts...)
 	if err != nil {
 		s.closeFront()
