@@ -94,7 +94,8 @@ func addReplicaFlags(cmd *cobra.Command, peers, raftPeers *string, id *uint64, t
 // upReplicated runs partitions groups of replicas each, all in this
 // process, and a router on listen.
 func upReplicated(cmd *cobra.Command, g *globals, dir, listen, metricsListen string, tlsCfg *tls.Config, partitions, replicas int,
-	lockTimeout time.Duration, tick time.Duration, trashDays int, st *storageFlags, storeURL string) error {
+	lockTimeout time.Duration, tick time.Duration, trashDays int, st *storageFlags, storeURL string,
+	gateways func(string, *slog.Logger) (func(), error)) error {
 	if partitions < 1 || partitions > mount.VirtualPartitions {
 		return fmt.Errorf("up: --partitions %d: want 1 to %d", partitions, mount.VirtualPartitions)
 	}
@@ -152,7 +153,7 @@ func upReplicated(cmd *cobra.Command, g *globals, dir, listen, metricsListen str
 		defer stopGC()
 	}
 	cfg := router.Config{Listen: listen, Root: groups[0], Secret: g.secret, TLS: tlsCfg, Logger: log.With("role", "router")}
-	return runRouter(cmd, cfg, metricsListen, "ready at", failed)
+	return runRouter(cmd, cfg, metricsListen, "ready at", failed, gateways)
 }
 
 // freeLoopback returns a loopback address that was free a moment ago.

@@ -59,7 +59,7 @@ and its address once it serves, and stops on SIGINT or SIGTERM.`,
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			cfg := router.Config{Listen: listen, Root: roots, Secret: g.secret, Token: token, TLS: tlsCfg, Logger: log,
 				XRenameEvery: xEvery, XRenameGrace: xGrace}
-			return runRouter(cmd, cfg, metricsListen, "router ready at", nil)
+			return runRouter(cmd, cfg, metricsListen, "router ready at", nil, nil)
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", DefaultAddr, "address to serve on (port 0 picks a free one)")
@@ -83,7 +83,11 @@ type routerStatus struct {
 
 // runRouter starts a router, prints the ready line, and runs until a
 // signal or until an error arrives on failed (nil: never).
-func runRouter(cmd *cobra.Command, cfg router.Config, metricsListen, ready string, failed <-chan error) error {
+//
+// after, if not nil, starts what else serves through the router once its
+// ready line is printed (canopy up's gateways) and returns what stops it.
+func runRouter(cmd *cobra.Command, cfg router.Config, metricsListen, ready string, failed <-chan error,
+	after func(addr string, log *slog.Logger) (func(), error)) error {
 	if metricsListen != "" {
 		cfg.Registry = observe.NewRegistry()
 	}
@@ -105,6 +109,13 @@ func runRouter(cmd *cobra.Command, cfg router.Config, metricsListen, ready strin
 		cfg.Logger.Info("metrics", "addr", obs.Addr().String())
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "canopy: %s %s\n", ready, r.Addr())
+	if after != nil {
+		stop, err := after(r.Addr(), cfg.Logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)

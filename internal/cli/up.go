@@ -69,21 +69,17 @@ routing table lists each group's replicas.`,
 			if _, err := checkExposure(listen, tlsCfg, af.insecure); err != nil {
 				return err
 			}
-			if partitions != 1 && (gws.s3 != "" || gws.webdav != "") {
-				return errGatewaysPartitions
-			}
+			gateways := func(addr string, log *slog.Logger) (func(), error) { return gws.start(cmd, g, addr, log) }
 			if replicas > 1 {
 				return upReplicated(cmd, g, dir, listen, metricsListen, tlsCfg, partitions, replicas, lockTimeout, raftTick,
-					trashDays, &st, storeURL)
+					trashDays, &st, storeURL, gateways)
 			}
 			if partitions != 1 {
-				return upPartitions(cmd, g, dir, listen, metricsListen, tlsCfg, partitions, lockTimeout, trashDays, &st, storeURL)
+				return upPartitions(cmd, g, dir, listen, metricsListen, tlsCfg, partitions, lockTimeout, trashDays, &st, storeURL, gateways)
 			}
 			cfg := server.Config{Dir: filepath.Join(dir, "meta"), Secret: g.secret, TLS: tlsCfg, Storage: publicURL(storeURL),
 				LockTimeout: lockTimeout, AuditLog: af.auditLog, TrashDays: trashDays}
-			return serve(cmd, cfg, listen, metricsListen, "ready at", &st, storeURL, &af, func(addr string, log *slog.Logger) (func(), error) {
-				return gws.start(cmd, g, addr, log)
-			})
+			return serve(cmd, cfg, listen, metricsListen, "ready at", &st, storeURL, &af, gateways)
 		},
 	}
 	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "serve Prometheus metrics, pprof and a status page on this address")

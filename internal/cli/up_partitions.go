@@ -36,7 +36,7 @@ func partitionMount(k int) string { return fmt.Sprintf("/p%d", k) }
 // upPartitions runs n partitions and a router until a signal or a
 // partition's log fails.
 func upPartitions(cmd *cobra.Command, g *globals, dir, listen, metricsListen string, tlsCfg *tls.Config, n int, lockTimeout time.Duration,
-	trashDays int, st *storageFlags, storeURL string) error {
+	trashDays int, st *storageFlags, storeURL string, gateways func(string, *slog.Logger) (func(), error)) error {
 	if n < 2 || n > mount.VirtualPartitions {
 		return fmt.Errorf("up: --partitions %d: want 1 to %d", n, mount.VirtualPartitions)
 	}
@@ -74,7 +74,7 @@ func upPartitions(cmd *cobra.Command, g *globals, dir, listen, metricsListen str
 		defer stopGC()
 	}
 	cfg := router.Config{Listen: listen, Root: addrs[:1], Secret: g.secret, TLS: tlsCfg, Logger: log.With("role", "router")}
-	return runRouter(cmd, cfg, metricsListen, "ready at", failed)
+	return runRouter(cmd, cfg, metricsListen, "ready at", failed, gateways)
 }
 
 // peersOf returns the addresses of every partition but k, by partition.

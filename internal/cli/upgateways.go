@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -29,9 +28,6 @@ func (u *upGateways) bind(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&u.webdav, "webdav", "", "also serve the namespace over WebDAV on this address (see canopy gateway webdav)")
 	cmd.Flags().StringArrayVar(&u.davUsers, "webdav-user", nil, "with --webdav: NAME:PASSWORD of a user admitted with basic authentication (repeatable)")
 }
-
-// errGatewaysPartitions refuses gateways with several partitions.
-var errGatewaysPartitions = errors.New("--s3 and --webdav are served with one partition only; run canopy gateway against the router")
 
 // start starts the gateways asked for against the server at addr,
 // printing each one's ready line, and returns what stops them. It is

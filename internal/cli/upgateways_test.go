@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -20,7 +21,21 @@ import (
 // server's ready line and then the gateways', an object put over S3 read
 // over WebDAV and through the SDK.
 func TestUpGateways(t *testing.T) {
-	cmd := mainChild("up", "--dir", t.TempDir(), "--listen", "127.0.0.1:0", "--s3", "127.0.0.1:0", "--webdav", "127.0.0.1:0")
+	testUpGateways(t, "upbucket", 0)
+}
+
+// TestUpGatewaysPartitions is TestUpGateways with --partitions 2: the
+// gateways are clients of the router, and an object put in a bucket that
+// is partition 1's mount lives in partition 1.
+func TestUpGatewaysPartitions(t *testing.T) {
+	testUpGateways(t, "bucket-p1", 1, "--partitions", "2")
+}
+
+// testUpGateways runs the test with canopy up's extra args. The bucket is
+// made, or for part > 0 mounted as that partition's root, where the object
+// must then land.
+func testUpGateways(t *testing.T, bucket string, part uint16, args ...string) {
+	cmd := mainChild(append([]string{"up", "--dir", t.TempDir(), "--listen", "127.0.0.1:0", "--s3", "127.0.0.1:0", "--webdav", "127.0.0.1:0"}, args...)...)
 	cmd.Env = append(cmd.Env, "CANOPY_S3_ACCESS_KEY=AKUP", "CANOPY_S3_SECRET_KEY=upsecret")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -44,13 +59,17 @@ func TestUpGateways(t *testing.T) {
 	ctx := context.Background()
 	s3c := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String("http://" + addrs[1]), UsePathStyle: true,
 		Credentials: credentials.NewStaticCredentialsProvider("AKUP", "upsecret", "")})
-	if _, err := s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("upbucket")}); err != nil {
+	if part == 0 {
+		if _, err := s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+			t.Fatal(err)
+		}
+	} else if out, err := mainChild("--addr", addrs[0], "mounttable", "add", "/"+bucket, fmt.Sprint(part)).CombinedOutput(); err != nil {
+		t.Fatalf("mounttable add: %v: %s", err, out)
+	}
+	if _, err := s3c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("k"), Body: strings.NewReader("through s3")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s3c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("upbucket"), Key: aws.String("k"), Body: strings.NewReader("through s3")}); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.Get("http://" + addrs[2] + "/upbucket/k")
+	resp, err := http.Get("http://" + addrs[2] + "/" + bucket + "/k")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +83,14 @@ func TestUpGateways(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if b, err := c.ReadFile(ctx, "/upbucket/k"); err != nil || string(b) != "through s3" {
+	if b, err := c.ReadFile(ctx, "/"+bucket+"/k"); err != nil || string(b) != "through s3" {
 		t.Fatalf("SDK read %q, %v", b, err)
+	}
+	fi, err := c.Stat(ctx, "/"+bucket+"/k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := uint16(fi.Ino() >> 48); got != part {
+		t.Fatalf("the object's inode %#x is partition %d's, want %d's", fi.Ino(), got, part)
 	}
 }
