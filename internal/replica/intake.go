@@ -4,7 +4,9 @@ package replica
 // the raft goroutine, woken once for however many arrived, takes them all
 // in one turn. No goroutine waits for each proposal; its answer is a
 // callback. Once the Node stops, the queue refuses new proposals, so none
-// is ever left unanswered.
+// is ever left unanswered. A proposal may carry the value its command was
+// encoded from, which the proposing replica applies instead of decoding
+// the command again (ProposeDecoded, DecodedApplier).
 
 import (
 	"sync"
@@ -87,4 +89,25 @@ func (n *Node) closeIntake(err error) {
 	for _, x := range q {
 		x.p.deliver(result{err: err})
 	}
+}
+
+// DecodedApplier is a StateMachine that can apply an entry proposed on
+// this replica from the value its data was encoded from (ProposeDecoded),
+// sparing the decode. The result must be what Apply of data would give.
+type DecodedApplier interface {
+	ApplyDecoded(index uint64, data []byte, decoded any) any
+}
+
+// applyCommand applies one command of the entry at index: from the value
+// it was encoded from where this replica proposed it and the state
+// machine can, from its bytes otherwise.
+func (n *Node) applyCommand(index, epoch, seq uint64, cmd []byte) any {
+	if epoch == n.epoch {
+		if p := n.pending[seq]; p != nil && p.decoded != nil {
+			if da, ok := n.cfg.StateMachine.(DecodedApplier); ok {
+				return da.ApplyDecoded(index, cmd, p.decoded)
+			}
+		}
+	}
+	return n.cfg.StateMachine.Apply(index, cmd)
 }

@@ -40,13 +40,6 @@ type StateMachine interface {
 	Restore(r io.Reader) error
 }
 
-// DecodedApplier is a StateMachine that can apply an entry proposed on
-// this replica from the value its data was encoded from (ProposeDecoded),
-// sparing the decode. The result must be what Apply of data would give.
-type DecodedApplier interface {
-	ApplyDecoded(index uint64, data []byte, decoded any) any
-}
-
 // Config configures a Node.
 type Config struct {
 	ID  uint64 // this replica's id, not 0
@@ -669,20 +662,6 @@ func (n *Node) dequeueConf(seq uint64) {
 			return
 		}
 	}
-}
-
-// applyCommand applies one command of the entry at index: from the value
-// it was encoded from where this replica proposed it and the state
-// machine can, from its bytes otherwise.
-func (n *Node) applyCommand(index, epoch, seq uint64, cmd []byte) any {
-	if epoch == n.epoch {
-		if p := n.pending[seq]; p != nil && p.decoded != nil {
-			if da, ok := n.cfg.StateMachine.(DecodedApplier); ok {
-				return da.ApplyDecoded(index, cmd, p.decoded)
-			}
-		}
-	}
-	return n.cfg.StateMachine.Apply(index, cmd)
 }
 
 func (n *Node) answer(seq uint64, r result) {
