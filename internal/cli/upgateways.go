@@ -18,6 +18,7 @@ import (
 // its own process, as clients of the server it runs.
 type upGateways struct {
 	s3, s3Keys string
+	s3Anon     bool
 	webdav     string
 	davUsers   []string
 }
@@ -25,6 +26,7 @@ type upGateways struct {
 func (u *upGateways) bind(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&u.s3, "s3", "", "also serve the namespace as an S3 service on this address (see canopy gateway s3)")
 	cmd.Flags().StringVar(&u.s3Keys, "s3-access-keys", "", `with --s3: file of access keys, one a line: "ACCESS_KEY SECRET_KEY [UID[:GID]]" (default: CANOPY_S3_ACCESS_KEY and CANOPY_S3_SECRET_KEY)`)
+	cmd.Flags().BoolVar(&u.s3Anon, "s3-anonymous", false, "with --s3: serve requests without credentials, as nobody (see canopy gateway s3 --anonymous)")
 	cmd.Flags().StringVar(&u.webdav, "webdav", "", "also serve the namespace over WebDAV on this address (see canopy gateway webdav)")
 	cmd.Flags().StringArrayVar(&u.davUsers, "webdav-user", nil, "with --webdav: NAME:PASSWORD of a user admitted with basic authentication (repeatable)")
 }
@@ -57,7 +59,11 @@ func (u *upGateways) start(cmd *cobra.Command, g *globals, addr string, log *slo
 			stop()
 			return nil, err
 		}
-		srv, err := gws3.Start(gws3.Config{Client: c, Keys: keys, Listen: u.s3, Logger: log})
+		cfg := gws3.Config{Client: c, Keys: keys, Listen: u.s3, Logger: log}
+		if u.s3Anon {
+			cfg.Anonymous = &client.Cred{UID: gws3.NobodyID, GID: gws3.NobodyID}
+		}
+		srv, err := gws3.Start(cfg)
 		if err != nil {
 			stop()
 			return nil, err

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -28,7 +29,7 @@ func TestUpGateways(t *testing.T) {
 // gateways are clients of the router, and an object put in a bucket that
 // is partition 1's mount lives in partition 1.
 func TestUpGatewaysPartitions(t *testing.T) {
-	testUpGateways(t, "bucket-p1", 1, "--partitions", "2")
+	testUpGateways(t, "bucket-p1", 1, "--partitions", "2", "--s3-anonymous")
 }
 
 // testUpGateways runs the test with canopy up's extra args. The bucket is
@@ -85,6 +86,20 @@ func testUpGateways(t *testing.T, bucket string, part uint16, args ...string) {
 	defer c.Close()
 	if b, err := c.ReadFile(ctx, "/"+bucket+"/k"); err != nil || string(b) != "through s3" {
 		t.Fatalf("SDK read %q, %v", b, err)
+	}
+	// Without credentials: refused, unless --s3-anonymous (the object is
+	// 0644, so nobody may read it).
+	anon, err := http.Get("http://" + addrs[1] + "/" + bucket + "/k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	anon.Body.Close()
+	want := http.StatusForbidden
+	if slices.Contains(args, "--s3-anonymous") {
+		want = http.StatusOK
+	}
+	if anon.StatusCode != want {
+		t.Fatalf("GET without credentials: %d, want %d", anon.StatusCode, want)
 	}
 	fi, err := c.Stat(ctx, "/"+bucket+"/k")
 	if err != nil {
