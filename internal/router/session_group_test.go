@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,15 +21,37 @@ import (
 )
 
 // loopbackAddr returns a loopback address that was free a moment ago.
+//
+// The port is below the ephemeral range (and apart from the server and
+// group fault tests' 20000-31999), so that no outgoing connection, nor a
+// listener on port 0 of this or another test binary, takes it between
+// this look and the replica's listen; none is handed out twice.
 func loopbackAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	usedMu.Lock()
+	defer usedMu.Unlock()
+	for range 1000 {
+		port := 10000 + rand.IntN(10000)
+		if usedPorts[port] {
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		usedPorts[port] = true
+		return ln.Addr().String()
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no free port")
+	return ""
 }
+
+// usedPorts are the ports loopbackAddr handed out.
+var (
+	usedMu    sync.Mutex
+	usedPorts = map[int]bool{}
+)
 
 // startGroup starts partition p as a group of three in-process replicas
 // storing file data in store, closed when the test ends.
