@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -146,10 +147,13 @@ func TestStatusRunsAndQuotas(t *testing.T) {
 	}
 
 	// Overwritten data is garbage; a later pass purges it and says so.
-	if err := c.WriteFile(ctx, "/p1/data", []byte("first contents"), 0o644); err != nil {
+	// The files are larger than a slice kept inline with its commit, so
+	// their objects exist from the start and fsck below finds one (an
+	// inline slice has no object until the flusher stores it).
+	if err := c.WriteFile(ctx, "/p1/data", bytes.Repeat([]byte("first contents "), 10<<10), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.WriteFile(ctx, "/p1/data", []byte("second"), 0o644); err != nil {
+	if err := c.WriteFile(ctx, "/p1/data", bytes.Repeat([]byte("second "), 20<<10), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "a pass that purged the overwritten slice", func() bool {
