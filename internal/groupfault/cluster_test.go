@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +22,7 @@ import (
 	"github.com/canopyfs/canopy/internal/faults"
 	"github.com/canopyfs/canopy/internal/router"
 	"github.com/canopyfs/canopy/internal/rpc"
+	"github.com/canopyfs/canopy/internal/testaddr"
 )
 
 // The cluster: replica i (0-based, Raft id i+1) serves clients on addrs[i]
@@ -69,38 +68,13 @@ func canopyBinary(t *testing.T) string {
 	return binPath
 }
 
-// freeAddr returns a loopback address that was free a moment ago, on a
-// port below the ephemeral range, so that neither a listener on port 0
-// (the proxies, the router) nor an outgoing connection takes it while
-// its replica is down.
-func freeAddr(t *testing.T) string {
-	for range 1000 {
-		port := 20000 + rand.IntN(12000)
-		if usedPorts[port] {
-			continue
-		}
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			continue
-		}
-		ln.Close()
-		usedPorts[port] = true
-		return ln.Addr().String()
-	}
-	t.Fatal("no free port")
-	return ""
-}
-
-// usedPorts are the ports freeAddr handed out, never handed out twice.
-var usedPorts = map[int]bool{}
-
 // newCluster starts n replicas and a router.
 func newCluster(t *testing.T, n int, tick time.Duration) *cluster {
 	c := &cluster{t: t, bin: canopyBinary(t), dir: t.TempDir(), tick: tick,
 		procs: make([]*exec.Cmd, n), logs: make([]*os.File, n)}
 	for range n {
-		c.addrs = append(c.addrs, freeAddr(t))
-		c.raft = append(c.raft, freeAddr(t))
+		c.addrs = append(c.addrs, testaddr.Free(t))
+		c.raft = append(c.raft, testaddr.Free(t))
 	}
 	c.links = make([][]*faults.Proxy, n)
 	for i := range n {

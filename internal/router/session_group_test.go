@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,39 +16,7 @@ import (
 	"github.com/canopyfs/canopy/client"
 	metaserver "github.com/canopyfs/canopy/internal/server"
 	"github.com/canopyfs/canopy/internal/server/servertest"
-)
-
-// loopbackAddr returns a loopback address that was free a moment ago.
-//
-// The port is below the ephemeral range (and apart from the server and
-// group fault tests' 20000-31999), so that no outgoing connection, nor a
-// listener on port 0 of this or another test binary, takes it between
-// this look and the replica's listen; none is handed out twice.
-func loopbackAddr(t *testing.T) string {
-	t.Helper()
-	usedMu.Lock()
-	defer usedMu.Unlock()
-	for range 1000 {
-		port := 10000 + rand.IntN(10000)
-		if usedPorts[port] {
-			continue
-		}
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			continue
-		}
-		ln.Close()
-		usedPorts[port] = true
-		return ln.Addr().String()
-	}
-	t.Fatal("no free port")
-	return ""
-}
-
-// usedPorts are the ports loopbackAddr handed out.
-var (
-	usedMu    sync.Mutex
-	usedPorts = map[int]bool{}
+	"github.com/canopyfs/canopy/internal/testaddr"
 )
 
 // startGroup starts partition p as a group of three in-process replicas
@@ -75,7 +41,7 @@ func startGroupWith(t *testing.T, p uint16, store string, lockTimeout time.Durat
 			t.Fatal(err)
 		}
 		lns = append(lns, ln)
-		peers = append(peers, metaserver.Peer{ID: uint64(i + 1), Addr: ln.Addr().String(), RaftAddr: loopbackAddr(t)})
+		peers = append(peers, metaserver.Peer{ID: uint64(i + 1), Addr: ln.Addr().String(), RaftAddr: testaddr.Free(t)})
 		addrs = append(addrs, peers[i].Addr)
 	}
 	root := t.TempDir()

@@ -13,6 +13,7 @@ import (
 
 	pb "github.com/canopyfs/canopy/api/metapb"
 	"github.com/canopyfs/canopy/client"
+	"github.com/canopyfs/canopy/internal/testaddr"
 )
 
 // TestReplicatedCatchUp: a replica of a group holding `files` files
@@ -54,7 +55,7 @@ func TestReplicatedCatchUp(t *testing.T) {
 	groupChange(t, orig, pb.Method_GROUP_REMOVE, &pb.GroupRemoveRequest{Id: g.peers[victim].ID})
 
 	// Back, empty, as replica 4 in the wiped directory.
-	g.peers = append(g.peers, Peer{ID: 4, Addr: freeAddr(t), RaftAddr: freeAddr(t)})
+	g.peers = append(g.peers, Peer{ID: 4, Addr: testaddr.Free(t), RaftAddr: testaddr.Free(t)})
 	g.dirs = append(g.dirs, g.dirs[victim])
 	g.srvs = append(g.srvs, nil)
 	t0 := time.Now()

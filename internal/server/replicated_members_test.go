@@ -19,6 +19,7 @@ import (
 	"github.com/canopyfs/canopy/client"
 	"github.com/canopyfs/canopy/internal/engine"
 	"github.com/canopyfs/canopy/internal/rpc"
+	"github.com/canopyfs/canopy/internal/testaddr"
 )
 
 // startJoin opens and serves replica i, an empty directory, with
@@ -94,7 +95,7 @@ func TestReplicatedAddAndRemove(t *testing.T) {
 	orig := []string{g.peers[0].Addr, g.peers[1].Addr, g.peers[2].Addr}
 
 	// The fourth replica: empty directory, knows the group from its peers.
-	g.peers = append(g.peers, Peer{ID: 4, Addr: freeAddr(t), RaftAddr: freeAddr(t)})
+	g.peers = append(g.peers, Peer{ID: 4, Addr: testaddr.Free(t), RaftAddr: testaddr.Free(t)})
 	g.dirs = append(g.dirs, filepath.Join(t.TempDir(), "r4"))
 	g.srvs = append(g.srvs, nil)
 	g.startJoin(3)

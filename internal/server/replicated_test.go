@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +17,7 @@ import (
 	pb "github.com/canopyfs/canopy/api/metapb"
 	"github.com/canopyfs/canopy/client"
 	"github.com/canopyfs/canopy/internal/rpc"
+	"github.com/canopyfs/canopy/internal/testaddr"
 )
 
 // group is a replicated partition of three in-process replicas, each with
@@ -32,35 +31,6 @@ type group struct {
 	dirs  []string
 	srvs  []*Server
 }
-
-// freeAddr returns a loopback address that was free a moment ago, on a
-// port below the ephemeral range, so that no listener on port 0 nor an
-// outgoing connection takes it while its replica is stopped.
-func freeAddr(t *testing.T) string {
-	usedMu.Lock()
-	defer usedMu.Unlock()
-	for range 1000 {
-		port := 20000 + rand.IntN(12000)
-		if usedPorts[port] {
-			continue
-		}
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			continue
-		}
-		ln.Close()
-		usedPorts[port] = true
-		return ln.Addr().String()
-	}
-	t.Fatal("no free port")
-	return ""
-}
-
-// usedPorts are the ports freeAddr handed out, never twice.
-var (
-	usedMu    sync.Mutex
-	usedPorts = map[int]bool{}
-)
 
 func newGroup(t *testing.T, n int) *group { return newGroupSnap(t, n, 0) }
 
@@ -76,7 +46,7 @@ func newGroupOf(g *group) *group {
 	t, n := g.t, len(g.srvs)
 	root := t.TempDir()
 	for i := range n {
-		g.peers = append(g.peers, Peer{ID: uint64(i + 1), Addr: freeAddr(t), RaftAddr: freeAddr(t)})
+		g.peers = append(g.peers, Peer{ID: uint64(i + 1), Addr: testaddr.Free(t), RaftAddr: testaddr.Free(t)})
 		g.dirs = append(g.dirs, filepath.Join(root, fmt.Sprintf("r%d", i+1)))
 	}
 	for i := range n {

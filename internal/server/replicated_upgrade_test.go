@@ -12,6 +12,7 @@ import (
 
 	pb "github.com/canopyfs/canopy/api/metapb"
 	"github.com/canopyfs/canopy/client"
+	"github.com/canopyfs/canopy/internal/testaddr"
 	"github.com/canopyfs/canopy/internal/vfs"
 )
 
@@ -94,8 +95,8 @@ func TestReplicatedUpgradeFromSingle(t *testing.T) {
 	shutdown(t, single)
 	single.Close()
 
-	p1 := Peer{ID: 1, Addr: freeAddr(t), RaftAddr: freeAddr(t)}
-	p2 := Peer{ID: 2, Addr: freeAddr(t), RaftAddr: freeAddr(t)}
+	p1 := Peer{ID: 1, Addr: testaddr.Free(t), RaftAddr: testaddr.Free(t)}
+	p2 := Peer{ID: 2, Addr: testaddr.Free(t), RaftAddr: testaddr.Free(t)}
 	// Straight into a group of two: refused, and nothing moved.
 	_, err := Open(Config{Dir: dir, Peers: []Peer{p1, p2}, ReplicaID: 1, Logger: slog.New(slog.DiscardHandler)})
 	if !errors.Is(err, errUpgradeGroup) {
