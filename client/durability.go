@@ -149,3 +149,11 @@ func (f *File) Commit() error {
 	}
 	return nil
 }
+
+// Durability returns the mode the client was dialed with.
+func (c *Client) Durability() Durability {
+	if c.unsynced == nil {
+		return DurabilityStrict
+	}
+	return DurabilityPOSIX
+}

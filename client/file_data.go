@@ -2,8 +2,10 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 
 	pb "github.com/canopyfs/canopy/api/metapb"
 	"github.com/canopyfs/canopy/internal/clientdata/hook"
@@ -156,6 +158,23 @@ func (d *dataPath) Commit(ctx context.Context, ino uint64, writes []*pb.SliceWri
 	var r pb.AttrReply
 	req := &pb.CommitRequest{Ino: ino, Writes: writes, Size: size}
 	if err := (*Client)(d).call(ctx, pb.Method_COMMIT, req, &r, "commit", inoName(Ino(ino))); err != nil {
+		return nil, err
+	}
+	return r.Attr, nil
+}
+
+// CommitSetAttr is Commit followed by the SETATTR of attrs, in one call
+// (COMMIT_SETATTR); data.ErrSetAttrApart where the service cannot take
+// them together (it does not know the call, or refuses it with
+// EOPNOTSUPP), having changed nothing.
+func (d *dataPath) CommitSetAttr(ctx context.Context, ino uint64, writes []*pb.SliceWrite, size uint64, attrs *pb.SetattrRequest) (*pb.Attr, error) {
+	var r pb.AttrReply
+	req := &pb.CommitRequest{Ino: ino, Writes: writes, Size: size, Attrs: attrs}
+	err := (*Client)(d).call(ctx, pb.Method_COMMIT_SETATTR, req, &r, "commit", inoName(Ino(ino)))
+	if unknownMethod(err) || errors.Is(err, syscall.EOPNOTSUPP) {
+		return nil, data.ErrSetAttrApart
+	}
+	if err != nil {
 		return nil, err
 	}
 	return r.Attr, nil

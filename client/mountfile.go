@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"syscall"
+
+	pb "github.com/canopyfs/canopy/api/metapb"
 )
 
 // The file calls a FUSE layer needs: it knows files by inode number and
@@ -84,4 +86,35 @@ func (f *File) Resized(size uint64) {
 	if f.w != nil {
 		f.w.SetSize(size)
 	}
+}
+
+// CommitSetAttr commits the file's buffered writes, as Commit does, and
+// applies s (mode, owner and times; not the size) in the same change on
+// the service, one call where a commit and a SetAttrIno would take two;
+// a service that cannot take them together gets the SetAttrIno after the
+// commit. A mount holds back a new file's chmod, chown and utimes until
+// its close and sends them this way.
+func (f *File) CommitSetAttr(s SetAttr) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.check("commit", true); err != nil {
+		return err
+	}
+	if s.Valid&^(SetMode|SetUID|SetGID|SetAtime|SetMtime|SetAtimeNow|SetMtimeNow) != 0 {
+		return f.fail("commit", syscall.EINVAL)
+	}
+	applied, err := f.w.FlushSetAttr(f.ctx, &pb.SetattrRequest{
+		Ino: uint64(f.ino), Valid: s.Valid, Mode: s.Mode, Uid: s.UID, Gid: s.GID,
+		AtimeNs: s.Atime, MtimeNs: s.Mtime,
+	})
+	f.r.Invalidate()
+	if err != nil {
+		return f.fail("commit", err)
+	}
+	if !applied {
+		if _, err := f.c.SetAttrIno(f.ctx, f.ino, s); err != nil {
+			return err
+		}
+	}
+	return nil
 }

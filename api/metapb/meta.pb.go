@@ -112,8 +112,9 @@ const (
 	// The mount's small-file path (92-95): see docs/fuse.md.
 	Method_CREATE_OPEN Method = 92 // CreateRequest (regular file; open_flags) -> AttrReply (session: logged, counted as an OPEN of the new file; parent set): MKNOD and the OPEN that completes it in one call
 	// Small files whose bytes came inline with their COMMIT (see docs/data.md, "Inline slices"):
-	Method_LIST_INLINE   Method = 93 // ListSlicesRequest -> ListInlineReply: inline slices not yet stored as objects, with their bytes, in id order
-	Method_INLINE_STORED Method = 94 // PurgeRequest -> Empty (mutation): the objects of these inline slices are stored durably; their bytes leave the partition's memory
+	Method_LIST_INLINE    Method = 93 // ListSlicesRequest -> ListInlineReply: inline slices not yet stored as objects, with their bytes, in id order
+	Method_INLINE_STORED  Method = 94 // PurgeRequest -> Empty (mutation): the objects of these inline slices are stored durably; their bytes leave the partition's memory
+	Method_COMMIT_SETATTR Method = 95 // CommitRequest (attrs set) -> AttrReply (mutation): COMMIT, then the SETATTR of attrs (mode, owner, times; not size), as one change: both or neither. EOPNOTSUPP, changing nothing, when it would give the file to another owner while user or group quotas are on (the caller sends COMMIT and SETATTR apart)
 	// Replication. Answered by the server that receives it, leader or not
 	// (a router answers it for itself: ENOSYS).
 	Method_GROUP_STATUS   Method = 48 // GroupRequest -> GroupReply: this replica's view of its Raft group
@@ -223,6 +224,7 @@ var (
 		92:  "CREATE_OPEN",
 		93:  "LIST_INLINE",
 		94:  "INLINE_STORED",
+		95:  "COMMIT_SETATTR",
 		48:  "GROUP_STATUS",
 		49:  "GROUP_TRANSFER",
 		50:  "GROUP_ADD",
@@ -311,6 +313,7 @@ var (
 		"CREATE_OPEN":         92,
 		"LIST_INLINE":         93,
 		"INLINE_STORED":       94,
+		"COMMIT_SETATTR":      95,
 		"GROUP_STATUS":        48,
 		"GROUP_TRANSFER":      49,
 		"GROUP_ADD":           50,
@@ -2521,6 +2524,7 @@ type CommitRequest struct {
 	Writes        []*SliceWrite          `protobuf:"bytes,7,rep,name=writes,proto3" json:"writes,omitempty"`
 	Size          uint64                 `protobuf:"varint,8,opt,name=size,proto3" json:"size,omitempty"`                      // the file is at least this long afterwards
 	MtimeNs       int64                  `protobuf:"varint,9,opt,name=mtime_ns,json=mtimeNs,proto3" json:"mtime_ns,omitempty"` // 0: the server's clock
+	Attrs         *SetattrRequest        `protobuf:"bytes,10,opt,name=attrs,proto3" json:"attrs,omitempty"`                    // COMMIT_SETATTR only: set after the commit (ino and path unused)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2581,6 +2585,13 @@ func (x *CommitRequest) GetMtimeNs() int64 {
 		return x.MtimeNs
 	}
 	return 0
+}
+
+func (x *CommitRequest) GetAttrs() *SetattrRequest {
+	if x != nil {
+		return x.Attrs
+	}
+	return nil
 }
 
 // ConcatRequest appends the data of the regular files sources, in order,
@@ -8500,12 +8511,14 @@ const file_meta_proto_rawDesc = "" +
 	"SliceWrite\x12\x14\n" +
 	"\x05chunk\x18\x01 \x01(\rR\x05chunk\x12+\n" +
 	"\x05slice\x18\x02 \x01(\v2\x15.canopy.meta.v1.SliceR\x05slice\x12\x12\n" +
-	"\x04data\x18\x03 \x01(\fR\x04data\"\x84\x01\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"\xba\x01\n" +
 	"\rCommitRequest\x12\x10\n" +
 	"\x03ino\x18\x01 \x01(\x04R\x03ino\x122\n" +
 	"\x06writes\x18\a \x03(\v2\x1a.canopy.meta.v1.SliceWriteR\x06writes\x12\x12\n" +
 	"\x04size\x18\b \x01(\x04R\x04size\x12\x19\n" +
-	"\bmtime_ns\x18\t \x01(\x03R\amtimeNs\";\n" +
+	"\bmtime_ns\x18\t \x01(\x03R\amtimeNs\x124\n" +
+	"\x05attrs\x18\n" +
+	" \x01(\v2\x1e.canopy.meta.v1.SetattrRequestR\x05attrs\";\n" +
 	"\rConcatRequest\x12\x10\n" +
 	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x18\n" +
 	"\asources\x18\a \x03(\x04R\asources\"Q\n" +
@@ -8998,8 +9011,7 @@ const file_meta_proto_rawDesc = "" +
 	"\n" +
 	"new_parent\x18\x04 \x01(\x04R\tnewParent\x12\x19\n" +
 	"\bnew_path\x18\x05 \x01(\tR\anewPath\x12\x19\n" +
-	"\bnew_name\x18\x06 \x01(\tR\anewName*\xed\n" +
-	"\n" +
+	"\bnew_name\x18\x06 \x01(\tR\anewName*\x81\v\n" +
 	"\x06Method\x12\x16\n" +
 	"\x12METHOD_UNSPECIFIED\x10\x00\x12\b\n" +
 	"\x04NULL\x10\x01\x12\n" +
@@ -9066,7 +9078,8 @@ const file_meta_proto_rawDesc = "" +
 	"\x04SYNC\x10[\x12\x0f\n" +
 	"\vCREATE_OPEN\x10\\\x12\x0f\n" +
 	"\vLIST_INLINE\x10]\x12\x11\n" +
-	"\rINLINE_STORED\x10^\x12\x10\n" +
+	"\rINLINE_STORED\x10^\x12\x12\n" +
+	"\x0eCOMMIT_SETATTR\x10_\x12\x10\n" +
 	"\fGROUP_STATUS\x100\x12\x12\n" +
 	"\x0eGROUP_TRANSFER\x101\x12\r\n" +
 	"\tGROUP_ADD\x102\x12\x10\n" +
@@ -9264,54 +9277,55 @@ var file_meta_proto_depIdxs = []int32{
 	4,   // 4: canopy.meta.v1.LogRecord.session_end:type_name -> canopy.meta.v1.SessionEnd
 	28,  // 5: canopy.meta.v1.SliceWrite.slice:type_name -> canopy.meta.v1.Slice
 	31,  // 6: canopy.meta.v1.CommitRequest.writes:type_name -> canopy.meta.v1.SliceWrite
-	28,  // 7: canopy.meta.v1.ChunkView.slices:type_name -> canopy.meta.v1.Slice
-	5,   // 8: canopy.meta.v1.ReadChunksReply.attr:type_name -> canopy.meta.v1.Attr
-	35,  // 9: canopy.meta.v1.ReadChunksReply.chunks:type_name -> canopy.meta.v1.ChunkView
-	37,  // 10: canopy.meta.v1.ReadChunksReply.inline:type_name -> canopy.meta.v1.InlineSlice
-	37,  // 11: canopy.meta.v1.ListInlineReply.slices:type_name -> canopy.meta.v1.InlineSlice
-	28,  // 12: canopy.meta.v1.CompactRequest.slice:type_name -> canopy.meta.v1.Slice
-	41,  // 13: canopy.meta.v1.ListSlicesReply.slices:type_name -> canopy.meta.v1.SliceRef
-	48,  // 14: canopy.meta.v1.TablesReply.mounts:type_name -> canopy.meta.v1.MountEntry
-	49,  // 15: canopy.meta.v1.TablesReply.routes:type_name -> canopy.meta.v1.Route
-	48,  // 16: canopy.meta.v1.TablesUpdate.set_mounts:type_name -> canopy.meta.v1.MountEntry
-	49,  // 17: canopy.meta.v1.TablesUpdate.set_routes:type_name -> canopy.meta.v1.Route
-	58,  // 18: canopy.meta.v1.StatusReply.clients:type_name -> canopy.meta.v1.ClientStatus
-	57,  // 19: canopy.meta.v1.StatusReply.collector:type_name -> canopy.meta.v1.RunRecord
-	57,  // 20: canopy.meta.v1.StatusReply.fsck:type_name -> canopy.meta.v1.RunRecord
-	60,  // 21: canopy.meta.v1.Credential.uids:type_name -> canopy.meta.v1.IDRange
-	60,  // 22: canopy.meta.v1.Credential.gids:type_name -> canopy.meta.v1.IDRange
-	61,  // 23: canopy.meta.v1.AuthTableReply.credentials:type_name -> canopy.meta.v1.Credential
-	61,  // 24: canopy.meta.v1.AuthSyncRequest.credentials:type_name -> canopy.meta.v1.Credential
-	61,  // 25: canopy.meta.v1.AuthAddRequest.credential:type_name -> canopy.meta.v1.Credential
-	61,  // 26: canopy.meta.v1.CredentialReply.credential:type_name -> canopy.meta.v1.Credential
-	61,  // 27: canopy.meta.v1.AuthListReply.credentials:type_name -> canopy.meta.v1.Credential
-	74,  // 28: canopy.meta.v1.GroupReply.members:type_name -> canopy.meta.v1.GroupMember
-	76,  // 29: canopy.meta.v1.QuotaReply.quota:type_name -> canopy.meta.v1.Quota
-	76,  // 30: canopy.meta.v1.QuotaListReply.quotas:type_name -> canopy.meta.v1.Quota
-	76,  // 31: canopy.meta.v1.QuotaMismatch.quota:type_name -> canopy.meta.v1.Quota
-	79,  // 32: canopy.meta.v1.QuotaCheckReply.mismatches:type_name -> canopy.meta.v1.QuotaMismatch
-	84,  // 33: canopy.meta.v1.OwnerQuotaReply.quota:type_name -> canopy.meta.v1.OwnerQuota
-	84,  // 34: canopy.meta.v1.OwnerQuotaListReply.quotas:type_name -> canopy.meta.v1.OwnerQuota
-	84,  // 35: canopy.meta.v1.OwnerQuotaMismatch.quota:type_name -> canopy.meta.v1.OwnerQuota
-	87,  // 36: canopy.meta.v1.OwnerQuotaCheckReply.mismatches:type_name -> canopy.meta.v1.OwnerQuotaMismatch
-	5,   // 37: canopy.meta.v1.TrashEntry.attr:type_name -> canopy.meta.v1.Attr
-	89,  // 38: canopy.meta.v1.TrashListReply.entries:type_name -> canopy.meta.v1.TrashEntry
-	96,  // 39: canopy.meta.v1.XNode.xattrs:type_name -> canopy.meta.v1.XXattr
-	97,  // 40: canopy.meta.v1.XNode.chunks:type_name -> canopy.meta.v1.XChunk
-	37,  // 41: canopy.meta.v1.XNode.inline:type_name -> canopy.meta.v1.InlineSlice
-	98,  // 42: canopy.meta.v1.XChunk.slices:type_name -> canopy.meta.v1.XSlice
-	95,  // 43: canopy.meta.v1.XPrepareReply.image:type_name -> canopy.meta.v1.XNode
-	95,  // 44: canopy.meta.v1.XIntentRequest.image:type_name -> canopy.meta.v1.XNode
-	95,  // 45: canopy.meta.v1.XIntent.image:type_name -> canopy.meta.v1.XNode
-	103, // 46: canopy.meta.v1.XIntentListReply.intents:type_name -> canopy.meta.v1.XIntent
-	106, // 47: canopy.meta.v1.SnapshotReply.snapshot:type_name -> canopy.meta.v1.SnapshotInfo
-	106, // 48: canopy.meta.v1.SnapshotListReply.snapshots:type_name -> canopy.meta.v1.SnapshotInfo
-	110, // 49: canopy.meta.v1.SnapshotDiffReply.changes:type_name -> canopy.meta.v1.SnapshotChange
-	50,  // [50:50] is the sub-list for method output_type
-	50,  // [50:50] is the sub-list for method input_type
-	50,  // [50:50] is the sub-list for extension type_name
-	50,  // [50:50] is the sub-list for extension extendee
-	0,   // [0:50] is the sub-list for field type_name
+	13,  // 7: canopy.meta.v1.CommitRequest.attrs:type_name -> canopy.meta.v1.SetattrRequest
+	28,  // 8: canopy.meta.v1.ChunkView.slices:type_name -> canopy.meta.v1.Slice
+	5,   // 9: canopy.meta.v1.ReadChunksReply.attr:type_name -> canopy.meta.v1.Attr
+	35,  // 10: canopy.meta.v1.ReadChunksReply.chunks:type_name -> canopy.meta.v1.ChunkView
+	37,  // 11: canopy.meta.v1.ReadChunksReply.inline:type_name -> canopy.meta.v1.InlineSlice
+	37,  // 12: canopy.meta.v1.ListInlineReply.slices:type_name -> canopy.meta.v1.InlineSlice
+	28,  // 13: canopy.meta.v1.CompactRequest.slice:type_name -> canopy.meta.v1.Slice
+	41,  // 14: canopy.meta.v1.ListSlicesReply.slices:type_name -> canopy.meta.v1.SliceRef
+	48,  // 15: canopy.meta.v1.TablesReply.mounts:type_name -> canopy.meta.v1.MountEntry
+	49,  // 16: canopy.meta.v1.TablesReply.routes:type_name -> canopy.meta.v1.Route
+	48,  // 17: canopy.meta.v1.TablesUpdate.set_mounts:type_name -> canopy.meta.v1.MountEntry
+	49,  // 18: canopy.meta.v1.TablesUpdate.set_routes:type_name -> canopy.meta.v1.Route
+	58,  // 19: canopy.meta.v1.StatusReply.clients:type_name -> canopy.meta.v1.ClientStatus
+	57,  // 20: canopy.meta.v1.StatusReply.collector:type_name -> canopy.meta.v1.RunRecord
+	57,  // 21: canopy.meta.v1.StatusReply.fsck:type_name -> canopy.meta.v1.RunRecord
+	60,  // 22: canopy.meta.v1.Credential.uids:type_name -> canopy.meta.v1.IDRange
+	60,  // 23: canopy.meta.v1.Credential.gids:type_name -> canopy.meta.v1.IDRange
+	61,  // 24: canopy.meta.v1.AuthTableReply.credentials:type_name -> canopy.meta.v1.Credential
+	61,  // 25: canopy.meta.v1.AuthSyncRequest.credentials:type_name -> canopy.meta.v1.Credential
+	61,  // 26: canopy.meta.v1.AuthAddRequest.credential:type_name -> canopy.meta.v1.Credential
+	61,  // 27: canopy.meta.v1.CredentialReply.credential:type_name -> canopy.meta.v1.Credential
+	61,  // 28: canopy.meta.v1.AuthListReply.credentials:type_name -> canopy.meta.v1.Credential
+	74,  // 29: canopy.meta.v1.GroupReply.members:type_name -> canopy.meta.v1.GroupMember
+	76,  // 30: canopy.meta.v1.QuotaReply.quota:type_name -> canopy.meta.v1.Quota
+	76,  // 31: canopy.meta.v1.QuotaListReply.quotas:type_name -> canopy.meta.v1.Quota
+	76,  // 32: canopy.meta.v1.QuotaMismatch.quota:type_name -> canopy.meta.v1.Quota
+	79,  // 33: canopy.meta.v1.QuotaCheckReply.mismatches:type_name -> canopy.meta.v1.QuotaMismatch
+	84,  // 34: canopy.meta.v1.OwnerQuotaReply.quota:type_name -> canopy.meta.v1.OwnerQuota
+	84,  // 35: canopy.meta.v1.OwnerQuotaListReply.quotas:type_name -> canopy.meta.v1.OwnerQuota
+	84,  // 36: canopy.meta.v1.OwnerQuotaMismatch.quota:type_name -> canopy.meta.v1.OwnerQuota
+	87,  // 37: canopy.meta.v1.OwnerQuotaCheckReply.mismatches:type_name -> canopy.meta.v1.OwnerQuotaMismatch
+	5,   // 38: canopy.meta.v1.TrashEntry.attr:type_name -> canopy.meta.v1.Attr
+	89,  // 39: canopy.meta.v1.TrashListReply.entries:type_name -> canopy.meta.v1.TrashEntry
+	96,  // 40: canopy.meta.v1.XNode.xattrs:type_name -> canopy.meta.v1.XXattr
+	97,  // 41: canopy.meta.v1.XNode.chunks:type_name -> canopy.meta.v1.XChunk
+	37,  // 42: canopy.meta.v1.XNode.inline:type_name -> canopy.meta.v1.InlineSlice
+	98,  // 43: canopy.meta.v1.XChunk.slices:type_name -> canopy.meta.v1.XSlice
+	95,  // 44: canopy.meta.v1.XPrepareReply.image:type_name -> canopy.meta.v1.XNode
+	95,  // 45: canopy.meta.v1.XIntentRequest.image:type_name -> canopy.meta.v1.XNode
+	95,  // 46: canopy.meta.v1.XIntent.image:type_name -> canopy.meta.v1.XNode
+	103, // 47: canopy.meta.v1.XIntentListReply.intents:type_name -> canopy.meta.v1.XIntent
+	106, // 48: canopy.meta.v1.SnapshotReply.snapshot:type_name -> canopy.meta.v1.SnapshotInfo
+	106, // 49: canopy.meta.v1.SnapshotListReply.snapshots:type_name -> canopy.meta.v1.SnapshotInfo
+	110, // 50: canopy.meta.v1.SnapshotDiffReply.changes:type_name -> canopy.meta.v1.SnapshotChange
+	51,  // [51:51] is the sub-list for method output_type
+	51,  // [51:51] is the sub-list for method input_type
+	51,  // [51:51] is the sub-list for extension type_name
+	51,  // [51:51] is the sub-list for extension extendee
+	0,   // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_meta_proto_init() }

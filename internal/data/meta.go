@@ -2,6 +2,7 @@ package data
 
 import (
 	"context"
+	"errors"
 
 	pb "github.com/canopyfs/canopy/api/metapb"
 )
@@ -26,6 +27,22 @@ type Meta interface {
 	// oldIDs.
 	Compact(ctx context.Context, ino uint64, chunk uint32, oldIDs []uint64, s *pb.Slice) error
 }
+
+// AttrCommitter is a Meta that can apply attribute changes in the same
+// change as a commit (COMMIT_SETATTR): a writer's last commit then
+// carries the chmod, chown and utimes its caller held back.
+type AttrCommitter interface {
+	// CommitSetAttr is Commit followed by the SETATTR of attrs (mode,
+	// owner and times; its node is ino), both or neither. It fails with
+	// ErrSetAttrApart, changing nothing, when the partition cannot take
+	// the two together; the caller then sends them apart.
+	CommitSetAttr(ctx context.Context, ino uint64, writes []*pb.SliceWrite, size uint64, attrs *pb.SetattrRequest) (*pb.Attr, error)
+}
+
+// ErrSetAttrApart says a partition took neither a commit nor its
+// attribute changes, because it cannot take them in one call (a service
+// without COMMIT_SETATTR, or an owner change while owner quotas are on).
+var ErrSetAttrApart = errors.New("commit and setattr must be sent apart")
 
 // Admin is what the collector and fsck need: the partition-wide slice
 // lists, each addressed through one node of the partition (its root).

@@ -268,13 +268,26 @@ func (w *Writer) finish(ctx context.Context, s *sliceBuf) error {
 // slices in the order they were written. After it returns without error,
 // every client reading the file sees the writes.
 func (w *Writer) Flush(ctx context.Context) error {
+	_, err := w.FlushSetAttr(ctx, nil)
+	return err
+}
+
+// FlushSetAttr is Flush that also applies attrs (mode, owner and times,
+// when not nil) in the same change as its last commit, or alone in a
+// commit of no writes when nothing is buffered. It reports whether attrs
+// was applied: false, with a nil error, when the partition could not take
+// it with the commit (see AttrCommitter) and the writes were committed
+// without it; the caller then sets the attributes itself.
+func (w *Writer) FlushSetAttr(ctx context.Context, attrs *pb.SetattrRequest) (applied bool, err error) {
 	if len(w.slices) == 0 {
-		return nil
+		if attrs == nil {
+			return false, nil
+		}
+		return w.commit(ctx, nil, 0, attrs)
 	}
-	if done, err := w.flushInline(ctx); done {
-		return err
+	if done, applied, err := w.flushInline(ctx, attrs); done {
+		return applied, err
 	}
-	var err error
 	for _, s := range w.slices {
 		if e := w.finish(ctx, s); e != nil && err == nil {
 			err = e
@@ -300,7 +313,7 @@ func (w *Writer) Flush(ctx context.Context) error {
 		// slices with missing objects. Their uploaded objects are orphans
 		// for the collector.
 		w.slices, w.done = nil, 0
-		return err
+		return false, err
 	}
 	const perCommit = 1024
 	writes := make([]*pb.SliceWrite, 0, min(len(w.slices), perCommit))
@@ -308,10 +321,15 @@ func (w *Writer) Flush(ctx context.Context) error {
 		writes = append(writes, &pb.SliceWrite{Chunk: s.chunk, Slice: &pb.Slice{
 			Id: s.id, Size: uint32(s.length), Len: uint32(s.length), Pos: uint32(s.pos),
 		}})
-		if len(writes) == perCommit || i == len(w.slices)-1 {
-			if _, err := w.meta.Commit(ctx, w.ino, writes, w.size); err != nil {
+		last := i == len(w.slices)-1
+		if len(writes) == perCommit || last {
+			var with *pb.SetattrRequest
+			if last {
+				with = attrs
+			}
+			if applied, err = w.commit(ctx, writes, w.size, with); err != nil {
 				w.slices, w.done = w.slices[i+1-len(writes):], 0
-				return fmt.Errorf("commit: %w", err)
+				return false, fmt.Errorf("commit: %w", err)
 			}
 			writes = writes[:0]
 		}
@@ -326,7 +344,23 @@ func (w *Writer) Flush(ctx context.Context) error {
 		}
 	}
 	w.slices, w.done = nil, 0
-	return nil
+	return applied, nil
+}
+
+// commit sends one commit, with attrs (if not nil) in the same change
+// where the partition takes it; it reports whether attrs went with it.
+func (w *Writer) commit(ctx context.Context, writes []*pb.SliceWrite, size uint64, attrs *pb.SetattrRequest) (bool, error) {
+	if ac, ok := w.meta.(AttrCommitter); ok && attrs != nil {
+		_, err := ac.CommitSetAttr(ctx, w.ino, writes, size, attrs)
+		if !errors.Is(err, ErrSetAttrApart) {
+			return err == nil, err
+		}
+	}
+	if len(writes) == 0 && size == 0 {
+		return false, nil // attrs alone, and they must go apart
+	}
+	_, err := w.meta.Commit(ctx, w.ino, writes, size)
+	return false, err
 }
 
 // flushInline commits the file's whole content with its bytes inline
@@ -336,25 +370,26 @@ func (w *Writer) Flush(ctx context.Context) error {
 // partition's flusher stores the objects later. It reports whether it
 // did (or failed for good: err); false leaves the slice to the ordinary
 // path, also when the partition has no room for inline bytes now
-// (ENOBUFS) or the file turned out longer (EINVAL).
-func (w *Writer) flushInline(ctx context.Context) (bool, error) {
+// (ENOBUFS) or the file turned out longer (EINVAL). applied says whether
+// attrs went with the commit (FlushSetAttr).
+func (w *Writer) flushInline(ctx context.Context, attrs *pb.SetattrRequest) (done, applied bool, err error) {
 	if w.v.cfg.NoInline || len(w.slices) != 1 {
-		return false, nil
+		return false, false, nil
 	}
 	s := w.slices[0]
 	n := s.length
 	if s.chunk != 0 || s.pos != 0 || n == 0 || len(s.cur) != n || uint64(n) != w.size {
-		return false, nil
+		return false, false, nil
 	}
 	if n > w.meta.InlineMax(ctx, w.ino) {
-		return false, nil
+		return false, false, nil
 	}
 	write := &pb.SliceWrite{Slice: &pb.Slice{Id: s.id, Size: uint32(n), Len: uint32(n)}, Data: s.cur}
-	if _, err := w.meta.Commit(ctx, w.ino, []*pb.SliceWrite{write}, w.size); err != nil {
+	if applied, err = w.commit(ctx, []*pb.SliceWrite{write}, w.size, attrs); err != nil {
 		if errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.EINVAL) {
-			return false, nil
+			return false, false, nil
 		}
-		return true, fmt.Errorf("commit: %w", err) // the slice stays, for a retry
+		return true, false, fmt.Errorf("commit: %w", err) // the slice stays, for a retry
 	}
 	w.v.pool.put(s.cur)
 	w.v.budget.release(int64(w.v.BlockSize), false)
@@ -363,7 +398,7 @@ func (w *Writer) flushInline(ctx context.Context) (bool, error) {
 		delete(w.open, s.chunk)
 	}
 	w.slices, w.done = nil, 0
-	return true, nil
+	return true, applied, nil
 }
 
 // Abort drops buffered writes without committing them, after their

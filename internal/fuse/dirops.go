@@ -21,6 +21,9 @@ func (fs *FS) Mknod(cancel <-chan struct{}, in *gofuse.MknodIn, name string, out
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
+	if st := fs.sendAllHeld(); st != gofuse.OK {
+		return st
+	}
 	ctx, c := fs.asWhole(&in.Caller)
 	fi, err := c.MknodAtMasked(ctx, client.Ino(in.NodeId), name, in.Mode, in.Rdev, in.Umask)
 	if err != nil {
@@ -40,6 +43,9 @@ func (fs *FS) Mkdir(cancel <-chan struct{}, in *gofuse.MkdirIn, name string, out
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
+	if st := fs.sendAllHeld(); st != gofuse.OK {
+		return st
+	}
 	ctx, c := fs.asWhole(&in.Caller)
 	fi, err := c.MkdirAtMasked(ctx, client.Ino(in.NodeId), name, in.Mode&0o7777, in.Umask)
 	if err != nil {
@@ -56,6 +62,9 @@ func (fs *FS) Unlink(cancel <-chan struct{}, h *gofuse.InHeader, name string) (s
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
+	if st := fs.sendAllHeld(); st != gofuse.OK {
+		return st
+	}
 	ctx, c := fs.asWhole(&h.Caller)
 	if err := c.UnlinkAt(ctx, client.Ino(h.NodeId), name); err != nil {
 		return fs.fail(opUnlink, err)
@@ -69,6 +78,9 @@ func (fs *FS) Rmdir(cancel <-chan struct{}, h *gofuse.InHeader, name string) (st
 	defer fs.changing()()
 	if fs.readOnly() {
 		return gofuse.EROFS
+	}
+	if st := fs.sendAllHeld(); st != gofuse.OK {
+		return st
 	}
 	ctx, c := fs.asWhole(&h.Caller)
 	if err := c.RmdirAt(ctx, client.Ino(h.NodeId), name); err != nil {
@@ -91,6 +103,9 @@ func (fs *FS) Rename(cancel <-chan struct{}, in *gofuse.RenameIn, oldName, newNa
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
+	if st := fs.sendAllHeld(); st != gofuse.OK {
+		return st
+	}
 	ctx, c := fs.asWhole(&in.Caller)
 	err := c.RenameAt(ctx, client.Ino(in.NodeId), oldName, client.Ino(in.Newdir), newName, in.Flags)
 	if err != nil {
@@ -105,6 +120,9 @@ func (fs *FS) Link(cancel <-chan struct{}, in *gofuse.LinkIn, name string, out *
 	defer fs.changing()()
 	if fs.readOnly() {
 		return gofuse.EROFS
+	}
+	if st := fs.sendAllHeld(); st != gofuse.OK {
+		return st
 	}
 	ctx, c := fs.asWhole(&in.Caller)
 	fi, err := c.LinkAt(ctx, client.Ino(in.Oldnodeid), client.Ino(in.NodeId), name)
@@ -121,6 +139,9 @@ func (fs *FS) Symlink(cancel <-chan struct{}, h *gofuse.InHeader, target, linkNa
 	defer fs.changing()()
 	if fs.readOnly() {
 		return gofuse.EROFS
+	}
+	if st := fs.sendAllHeld(); st != gofuse.OK {
+		return st
 	}
 	ctx, c := fs.asWhole(&h.Caller)
 	fi, err := c.SymlinkAt(ctx, client.Ino(h.NodeId), linkName, target)

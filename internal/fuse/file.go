@@ -33,6 +33,11 @@ type fileHandle struct {
 	// that write clears them on the service, and the kernel's cached
 	// attributes must then be dropped.
 	killed atomic.Bool
+	// held are the chmod, chown and utimes held back until the file's
+	// close (deferattr.go); nil where nothing may be held back: handles
+	// that did not create their file, and every handle in strict
+	// durability.
+	held *heldAttrs
 }
 
 // openFiles indexes the open files by inode, so that GETATTR counts
@@ -70,6 +75,17 @@ func (w *openFiles) remove(h *fileHandle) {
 	}
 }
 
+// inos returns the inodes with open files.
+func (w *openFiles) inos() []client.Ino {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	inos := make([]client.Ino, 0, len(w.m))
+	for ino := range w.m {
+		inos = append(inos, ino)
+	}
+	return inos
+}
+
 // of returns the files open on ino.
 func (w *openFiles) of(ino client.Ino) []*fileHandle {
 	w.mu.Lock()
@@ -100,6 +116,9 @@ func (fs *FS) Open(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.OpenOu
 	if in.Flags&syscall.O_ACCMODE != syscall.O_RDONLY && fs.readOnly() {
 		return gofuse.EROFS
 	}
+	if st := fs.sendHeld(client.Ino(in.NodeId)); st != gofuse.OK {
+		return st
+	}
 	_, c := fs.asWhole(&in.Caller)
 	fh, err := fs.openFile(c, client.Ino(in.NodeId), in.Flags&^syscall.O_CREAT)
 	if err != nil {
@@ -117,7 +136,11 @@ func (fs *FS) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name string, o
 	if fs.readOnly() {
 		return gofuse.EROFS
 	}
-	_, c := fs.asWhole(&in.Caller)
+	if st := fs.sendAllHeld(); st != gofuse.OK {
+		return st
+	}
+	cred := fs.credOf(&in.Caller)
+	c := fs.c.As(cred)
 	parent := client.Ino(in.NodeId)
 	began := fs.dirAttrs.beginCreate()
 	// O_CREAT: the creator may open the new file whatever its mode. The
@@ -135,6 +158,9 @@ func (fs *FS) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name string, o
 	}
 	fs.noCaps.add(fi.Ino())
 	h := &fileHandle{f: f, ino: fi.Ino(), write: in.Flags&syscall.O_ACCMODE != syscall.O_RDONLY, flags: in.Flags | syscall.O_CREAT}
+	if h.write && c.Durability() == client.DurabilityPOSIX {
+		h.held = &heldAttrs{cred: cred, attr: fi.Attr()}
+	}
 	fs.open.add(h)
 	fs.fillEntry(&out.EntryOut, fi.Attr())
 	out.Fh = fs.files.add(h)
@@ -172,6 +198,14 @@ func (fs *FS) Write(cancel <-chan struct{}, in *gofuse.WriteIn, data []byte) (wr
 	h, st := fs.handle(in.Fh)
 	if st != gofuse.OK {
 		return 0, st
+	}
+	if h.holds() {
+		// A write after a held-back chmod or utimes: those go first, so
+		// that the write clears set-id bits and stamps the mtime after
+		// them, as it would have.
+		if err := fs.commitHeld(h); err != nil {
+			return 0, fs.fail(opWrite, err)
+		}
 	}
 	n, err := h.f.WriteAt(data, int64(in.Offset))
 	if in.WriteFlags&gofuse.WRITE_KILL_SUIDGID != 0 {
@@ -213,12 +247,15 @@ func (fs *FS) sync(op string, fh uint64, durable bool) gofuse.Status {
 		}
 		return gofuse.OK
 	}
-	_, dirty := h.f.BufferedSize()
-	commit := h.f.Commit
-	if durable {
-		commit = h.f.Sync
+	if st := fs.sendAllHeld(); st != gofuse.OK {
+		return st
 	}
-	if err := commit(); err != nil {
+	_, dirty := h.f.BufferedSize()
+	err := h.f.Commit()
+	if err == nil && durable {
+		err = h.f.Sync()
+	}
+	if err != nil {
 		return fs.fail(op, err)
 	}
 	fs.afterCommit(h)
@@ -247,7 +284,12 @@ func (fs *FS) Release(cancel <-chan struct{}, in *gofuse.ReleaseIn) {
 		fs.releaseLocks(h.ino, in.LockOwner, true)
 	}
 	fs.open.remove(h)
-	if err := h.f.Close(); err != nil {
+	err := fs.commitHeld(h)
+	fs.takeHeld(h) // what could not be sent goes with the handle
+	if cerr := h.f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		st = fs.fail(opRelease, err)
 	}
 	fs.afterCommit(h)
@@ -268,7 +310,7 @@ func (fs *FS) afterCommit(h *fileHandle) {
 func (fs *FS) commitWriters(ino client.Ino) error {
 	for _, h := range fs.open.of(ino) {
 		if h.write {
-			if err := h.f.Commit(); err != nil {
+			if err := fs.commitHeld(h); err != nil {
 				return err
 			}
 			fs.afterCommit(h)
@@ -277,8 +319,9 @@ func (fs *FS) commitWriters(ino client.Ino) error {
 	return nil
 }
 
-// withOpenSize returns a with the size its open writers will give it.
-func (fs *FS) withOpenSize(a client.Attr) client.Attr {
+// withOpen returns a with the size its open writers will give it and the
+// attribute changes they hold back (deferattr.go).
+func (fs *FS) withOpen(a client.Attr) client.Attr {
 	for _, h := range fs.open.of(a.Ino) {
 		if !h.write {
 			continue
@@ -286,6 +329,7 @@ func (fs *FS) withOpenSize(a client.Attr) client.Attr {
 		if size, dirty := h.f.BufferedSize(); dirty && size > a.Size {
 			a.Size = size
 		}
+		a = h.withHeld(a)
 	}
 	return a
 }
@@ -339,6 +383,9 @@ func (fs *FS) Fallocate(cancel <-chan struct{}, in *gofuse.FallocateIn) (st gofu
 	}
 	if fs.readOnly() {
 		return gofuse.EROFS
+	}
+	if st := fs.sendAllHeld(); st != gofuse.OK {
+		return st
 	}
 	ctx, c := fs.asWhole(&in.Caller)
 	if _, err := clientdata.Meta(c).Commit(ctx, uint64(h.ino), nil, end); err != nil {

@@ -68,6 +68,9 @@ type FS struct {
 	// dirAttrs keeps a directory's attributes from a create's reply
 	// for the GETATTR the kernel sends next.
 	dirAttrs dirAttrs
+	// held counts the handles holding attribute changes back
+	// (deferattr.go).
+	held heldTotal
 	// srv is the go-fuse server, set by Init before any request is
 	// served; it sends the kernel cache invalidations.
 	srv *gofuse.Server

@@ -41,10 +41,12 @@ type fixture struct {
 }
 
 // mountTest starts a metadata server and mounts it in a fresh temporary
-// directory; the mount is unmounted when the test ends, failed or not.
+// directory, its client dialed as `canopy mount` dials it by default (in
+// DurabilityPOSIX); the mount is unmounted when the test ends, failed or
+// not.
 func mountTest(t testing.TB, opts Options) *fixture {
 	t.Helper()
-	return mountTestClient(t, opts, client.Options{Cred: &client.Cred{}})
+	return mountTestClient(t, opts, client.Options{Cred: &client.Cred{}, Durability: client.DurabilityPOSIX})
 }
 
 // mountTestClient is mountTest with the mount's client dialled with copts.

@@ -18,7 +18,7 @@ func (fs *FS) Lookup(cancel <-chan struct{}, h *gofuse.InHeader, name string, ou
 	if err != nil {
 		return fs.fail(opLookup, err)
 	}
-	fs.fillEntry(out, fi.Attr())
+	fs.fillEntry(out, fs.withOpen(fi.Attr()))
 	return gofuse.OK
 }
 
@@ -39,7 +39,7 @@ func (fs *FS) GetAttr(cancel <-chan struct{}, in *gofuse.GetAttrIn, out *gofuse.
 	if err != nil {
 		return fs.fail(opGetattr, err)
 	}
-	a := fs.withOpenSize(fi.Attr())
+	a := fs.withOpen(fi.Attr())
 	fs.fillAttrOut(out, a)
 	return gofuse.OK
 }
@@ -53,8 +53,18 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *gofuse.SetAttrIn, out *gofuse.
 	if s.Valid != 0 && fs.readOnly() {
 		return gofuse.EROFS
 	}
-	ctx, c := fs.asWhole(&in.Caller)
 	ino := client.Ino(in.NodeId)
+	cred := fs.credOf(&in.Caller)
+	if hs := fs.open.of(ino); len(hs) == 1 {
+		if a, ok := fs.hold(hs[0], cred, s); ok {
+			fs.fillAttrOut(out, fs.withOpen(a))
+			return gofuse.OK
+		}
+	}
+	if st := fs.sendAllHeld(); st != gofuse.OK {
+		return st
+	}
+	ctx, c := &gofuse.Context{Caller: in.Caller}, fs.c.As(cred)
 	if fh, ok := in.GetFh(); ok && s.Valid&client.SetSize != 0 {
 		// ftruncate, or the truncation of an O_TRUNC open: a descriptor
 		// open for writing may change the size whatever the mode says now.
@@ -82,7 +92,7 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *gofuse.SetAttrIn, out *gofuse.
 	if err != nil {
 		return fs.fail(opSetattr, err)
 	}
-	fs.fillAttrOut(out, fs.withOpenSize(fi.Attr()))
+	fs.fillAttrOut(out, fs.withOpen(fi.Attr()))
 	return gofuse.OK
 }
 
@@ -139,7 +149,7 @@ func (fs *FS) Access(cancel <-chan struct{}, in *gofuse.AccessIn) (st gofuse.Sta
 	if in.Mask&gofuse.W_OK != 0 && fs.readOnly() {
 		return gofuse.EROFS
 	}
-	if !permitted(fi.Attr(), fs.credOf(&in.Caller), in.Mask) {
+	if !permitted(fs.withOpen(fi.Attr()), fs.credOf(&in.Caller), in.Mask) {
 		return gofuse.EACCES
 	}
 	return gofuse.OK

@@ -168,7 +168,7 @@ func (fs *FS) readdir(cancel <-chan struct{}, in *gofuse.ReadIn, out *gofuse.Dir
 		}
 		if eo != nil {
 			if info, err := e.Info(); err == nil {
-				fs.fillEntry(eo, *info.Sys().(*client.Attr))
+				fs.fillEntry(eo, fs.withOpen(*info.Sys().(*client.Attr)))
 			}
 		}
 		added = true

@@ -17,6 +17,9 @@ func (fs *FS) GetXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name string, 
 		fs.m.noCapsHit()
 		return 0, gofuse.ENODATA
 	}
+	if st := fs.sendHeld(ino); st != gofuse.OK { // a mode change moves the ACL's mask
+		return 0, st
+	}
 	ctx, c := fs.asWhole(&h.Caller)
 	v, err := c.GetXattrIno(ctx, ino, name)
 	if err != nil {
@@ -36,6 +39,9 @@ func (fs *FS) GetXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name string, 
 // with GetXAttr's rules for sizes.
 func (fs *FS) ListXAttr(cancel <-chan struct{}, h *gofuse.InHeader, dest []byte) (size uint32, st gofuse.Status) {
 	defer fs.observe(opListxattr, time.Now(), &st)
+	if st := fs.sendHeld(client.Ino(h.NodeId)); st != gofuse.OK {
+		return 0, st
+	}
 	ctx, c := fs.asWhole(&h.Caller)
 	names, err := c.ListXattrIno(ctx, client.Ino(h.NodeId))
 	if err != nil {
@@ -66,6 +72,9 @@ func (fs *FS) SetXAttr(cancel <-chan struct{}, in *gofuse.SetXAttrIn, name strin
 		return gofuse.EROFS
 	}
 	fs.noCaps.drop(client.Ino(in.NodeId))
+	if st := fs.sendAllHeld(); st != gofuse.OK {
+		return st
+	}
 	ctx, c := fs.asWhole(&in.Caller)
 	if err := c.SetXattrIno(ctx, client.Ino(in.NodeId), name, value, in.Flags); err != nil {
 		return fs.fail(opSetxattr, err)
@@ -81,6 +90,9 @@ func (fs *FS) RemoveXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name strin
 		return gofuse.EROFS
 	}
 	fs.noCaps.drop(client.Ino(h.NodeId))
+	if st := fs.sendAllHeld(); st != gofuse.OK {
+		return st
+	}
 	ctx, c := fs.asWhole(&h.Caller)
 	if err := c.RemoveXattrIno(ctx, client.Ino(h.NodeId), name); err != nil {
 		return fs.fail(opRemovexattr, err)

@@ -145,9 +145,12 @@ var methods = [...]Info{
 	pb.Method_VOLUME:       {ClassRead, RouteOne, nodeReq},
 	pb.Method_ALLOC_SLICES: {ClassMutation, RouteOne, allocReq},
 	pb.Method_COMMIT:       {ClassMutation, RouteOne, commitReq},
-	pb.Method_READ_CHUNKS:  {ClassRead, RouteOne, chunksReq},
-	pb.Method_OPEN:         {ClassSession, RouteOne, openReq},
-	pb.Method_CLOSE:        {ClassSession, RouteOne, nodeReq},
+	// COMMIT_SETATTR: the mount's close of a new small file, its data and
+	// the chmod, chown and utimes it deferred in one change.
+	pb.Method_COMMIT_SETATTR: {ClassMutation, RouteOne, commitReq},
+	pb.Method_READ_CHUNKS:    {ClassRead, RouteOne, chunksReq},
+	pb.Method_OPEN:           {ClassSession, RouteOne, openReq},
+	pb.Method_CLOSE:          {ClassSession, RouteOne, nodeReq},
 	// CREATE_OPEN creates a node and opens it: a session method (the
 	// open is counted per client) that also changes the namespace.
 	pb.Method_CREATE_OPEN:  {ClassSession, RouteOne, createReq},

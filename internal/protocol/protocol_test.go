@@ -80,7 +80,7 @@ func TestMutationsAreWhatTheProtoSays(t *testing.T) {
 		pb.Method_XRENAME_COMMIT_SRC: true, pb.Method_XRENAME_COMMIT_DST: true,
 		pb.Method_XRENAME_ABORT: true, pb.Method_XRENAME_FORGET: true,
 		pb.Method_SNAPSHOT_CREATE: true, pb.Method_SNAPSHOT_REMOVE: true, pb.Method_CLONE: true,
-		pb.Method_INLINE_STORED: true,
+		pb.Method_INLINE_STORED: true, pb.Method_COMMIT_SETATTR: true,
 	}
 	for num := range pb.Method_name {
 		m := pb.Method(num)

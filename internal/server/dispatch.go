@@ -99,10 +99,7 @@ func dispatch(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Message, n
 		if err != nil {
 			return nil, err
 		}
-		return attrReply(e.SetAttr(c, ino, engine.SetAttr{
-			Valid: r.Valid, Mode: r.Mode, UID: r.Uid, GID: r.Gid, Size: r.Size,
-			Atime: r.AtimeNs, Mtime: r.MtimeNs,
-		}, now))
+		return attrReply(e.SetAttr(c, ino, setAttrOf(r), now))
 	case pb.Method_MKDIR, pb.Method_MKNOD, pb.Method_SYMLINK:
 		r := req.(*pb.CreateRequest)
 		parent, name, err := entry(e, c, r.Parent, r.Path, r.Name)
@@ -272,5 +269,13 @@ func toPB(a *engine.Attr) *pb.Attr {
 		Ino: uint64(a.Ino), Mode: a.Mode, Uid: a.UID, Gid: a.GID, Nlink: a.Nlink, Size: a.Size,
 		AtimeNs: a.Atime, MtimeNs: a.Mtime, CtimeNs: a.Ctime, Rdev: a.Rdev,
 		Blocks: (a.Size + 511) / 512,
+	}
+}
+
+// setAttrOf converts a SETATTR's changes (its node aside) to the engine's.
+func setAttrOf(r *pb.SetattrRequest) engine.SetAttr {
+	return engine.SetAttr{
+		Valid: r.Valid, Mode: r.Mode, UID: r.Uid, GID: r.Gid, Size: r.Size,
+		Atime: r.AtimeNs, Mtime: r.MtimeNs,
 	}
 }

@@ -23,7 +23,7 @@ func dispatchData(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Messag
 			return nil, err
 		}
 		return &pb.AllocSlicesReply{First: first, Count: n}, nil
-	case pb.Method_COMMIT:
+	case pb.Method_COMMIT, pb.Method_COMMIT_SETATTR:
 		r := req.(*pb.CommitRequest)
 		writes := make([]engine.SliceWrite, len(r.Writes))
 		for i, w := range r.Writes {
@@ -32,7 +32,13 @@ func dispatchData(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Messag
 			}
 			writes[i] = engine.SliceWrite{Chunk: w.Chunk, Slice: fromPBSlice(w.Slice), Data: w.Data}
 		}
-		return attrReply(e.Commit(c, engine.Ino(r.Ino), writes, r.Size, r.MtimeNs, now))
+		if m == pb.Method_COMMIT {
+			return attrReply(e.Commit(c, engine.Ino(r.Ino), writes, r.Size, r.MtimeNs, now))
+		}
+		if r.Attrs == nil {
+			return nil, syscall.EINVAL
+		}
+		return attrReply(e.CommitSetAttr(c, engine.Ino(r.Ino), writes, r.Size, r.MtimeNs, setAttrOf(r.Attrs), now))
 	case pb.Method_CONCAT:
 		r := req.(*pb.ConcatRequest)
 		srcs := make([]engine.Ino, len(r.Sources))
