@@ -199,7 +199,13 @@ func (c *Client) call(ctx context.Context, m pb.Method, req, reply proto.Message
 	}
 	c.unsynced.note(m, req)
 	c.watch.begin()
-	status, out, err := c.rpc.Call(ctx, uint16(m), c.cred, data)
+	var status uint32
+	var out []byte
+	if durableCall(ctx) {
+		status, out, err = c.rpc.CallMarked(ctx, uint16(m), c.cred, data, rpc.MarkDurable)
+	} else {
+		status, out, err = c.rpc.Call(ctx, uint16(m), c.cred, data)
+	}
 	c.watch.end()
 	if err != nil {
 		return &os.PathError{Op: op, Path: path, Err: err}

@@ -123,6 +123,20 @@ func (c *Client) SyncIno(ctx context.Context, ino Ino) error {
 	return nil
 }
 
+// durableKey marks a context whose calls are answered once durable, in
+// DurabilityPOSIX too (withDurable).
+type durableKey struct{}
+
+// withDurable returns ctx with its calls marked to be answered once
+// durable: the commit of an fsync, which then needs no SYNC after it
+// (the partition's log is durable up to it, so up to everything before
+// it).
+func withDurable(ctx context.Context) context.Context {
+	return context.WithValue(ctx, durableKey{}, true)
+}
+
+func durableCall(ctx context.Context) bool { return ctx.Value(durableKey{}) != nil }
+
 // syncFile is File.Sync's last step in DurabilityPOSIX.
 func (c *Client) syncFile(ctx context.Context, ino Ino, name string) error {
 	if c.unsynced == nil {

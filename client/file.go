@@ -152,11 +152,14 @@ func (f *File) fail(op string, err error) error {
 }
 
 // flushLocked commits buffered writes so that reads see them.
-func (f *File) flushLocked() error {
+func (f *File) flushLocked() error { return f.flushWith(f.ctx) }
+
+// flushWith is flushLocked with the calls made in ctx.
+func (f *File) flushWith(ctx context.Context) error {
 	if f.w == nil || !f.w.Dirty() {
 		return nil
 	}
-	err := f.w.Flush(f.ctx)
+	err := f.w.Flush(ctx)
 	f.r.Invalidate()
 	return err
 }
@@ -313,6 +316,15 @@ func (f *File) Sync() error {
 	defer f.mu.Unlock()
 	if err := f.check("sync", false); err != nil {
 		return err
+	}
+	if f.c.unsynced != nil && f.w != nil && f.w.Dirty() {
+		// DurabilityPOSIX with writes to commit: their commit is answered
+		// once durable, and with it every change before it in the
+		// partition's log, so no SYNC is needed after it.
+		if err := f.flushWith(withDurable(f.ctx)); err != nil {
+			return f.fail("sync", err)
+		}
+		return nil
 	}
 	if err := f.flushLocked(); err != nil {
 		return f.fail("sync", err)

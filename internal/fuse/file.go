@@ -251,11 +251,11 @@ func (fs *FS) sync(op string, fh uint64, durable bool) gofuse.Status {
 		return st
 	}
 	_, dirty := h.f.BufferedSize()
-	err := h.f.Commit()
-	if err == nil && durable {
-		err = h.f.Sync()
+	commit := h.f.Commit
+	if durable {
+		commit = h.f.Sync
 	}
-	if err != nil {
+	if err := commit(); err != nil {
 		return fs.fail(op, err)
 	}
 	fs.afterCommit(h)

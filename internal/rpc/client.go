@@ -490,6 +490,34 @@ func (c *Client) redialLocked() *dialing {
 // with short pauses for as long as its deadline allows, whatever
 // MaxRetries says, since a failover lasts as long as an election.
 func (c *Client) Call(ctx context.Context, method uint16, cred Cred, req []byte) (status uint32, reply []byte, err error) {
+	return c.call(ctx, method, cred, req, asConfigured)
+}
+
+// Mark says how one call is to be answered, whatever ClientConfig.Early
+// says for the client's calls in general.
+type Mark uint8
+
+const (
+	asConfigured Mark = iota
+	// MarkEarly asks for the reply once the call's change is applied and
+	// ordered, before it is durable (Call.Early), where the connection
+	// speaks protocol version 5 or later.
+	MarkEarly
+	// MarkDurable asks for the reply once the change is durable: an
+	// unmarked call, on a client whose calls are marked early otherwise.
+	MarkDurable
+)
+
+// CallMarked is Call, with the call marked as mark says rather than as
+// ClientConfig.Early says: a client in the early mode asks for one change
+// to be answered once durable (an fsync's commit), or one that is not
+// asks for an early answer to a step whose durability a later step of its
+// own waits for.
+func (c *Client) CallMarked(ctx context.Context, method uint16, cred Cred, req []byte, mark Mark) (status uint32, reply []byte, err error) {
+	return c.call(ctx, method, cred, req, mark)
+}
+
+func (c *Client) call(ctx context.Context, method uint16, cred Cred, req []byte, mark Mark) (status uint32, reply []byte, err error) {
 	if len(cred.Groups) > MaxGroups {
 		return 0, nil, fmt.Errorf("call method %d: %d groups, limit %d", method, len(cred.Groups), MaxGroups)
 	}
@@ -503,6 +531,7 @@ func (c *Client) Call(ctx context.Context, method uint16, cred Cred, req []byte)
 	id := c.nextID.Add(1)
 	w := waiterPool.Get().(*waiter)
 	defer waiterPool.Put(w)
+	w.mark = mark
 
 	var lastErr error // why the previous attempt failed
 	attempt, failovers := 0, 0

@@ -32,6 +32,8 @@ type waiter struct {
 	// fn, if set, receives the result instead of ch: the waiter of a
 	// forwarded call (see Client.Forward), which nobody waits on.
 	fn ForwardFunc
+	// mark is how the caller's own call is to be answered (CallMarked).
+	mark Mark
 }
 
 // deliver hands w its result; b is the receiving goroutine's batch, if it
@@ -179,7 +181,14 @@ func (cn *clientConn) send(w *waiter, id uint64, method uint16, from *origin, cr
 	var r appendResult
 	var early uint8
 	if from == nil {
-		early = cn.early
+		switch w.mark {
+		case asConfigured:
+			early = cn.early
+		case MarkEarly:
+			if cn.version >= 5 {
+				early = flagEarly
+			}
+		}
 	}
 	if cn.codec != 0 && len(req) > cn.comp.above {
 		out, flags, scratch := cn.comp.compress(cn.codec, req)

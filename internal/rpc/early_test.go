@@ -32,6 +32,29 @@ func TestEarlyCallsAreMarked(t *testing.T) {
 			}
 		}
 	}
+	// A call's own mark wins over the client's: both ways, and the
+	// client's calls after it keep the client's.
+	for _, tc := range []struct {
+		early bool
+		mark  Mark
+		want  string
+	}{{true, MarkDurable, "strict"}, {false, MarkEarly, "early"}, {true, MarkEarly, "early"}, {false, MarkDurable, "strict"}} {
+		cl := dial(t, srv.addr, ClientConfig{Early: tc.early})
+		_, reply, err := cl.CallMarked(testCtx(t), 1, Cred{}, []byte("p"), tc.mark)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(reply) != tc.want {
+			t.Fatalf("Early %v, mark %d: server saw a %s call", tc.early, tc.mark, reply)
+		}
+		_, reply, err = cl.Call(testCtx(t), 1, Cred{}, []byte("p"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]string{true: "early", false: "strict"}[tc.early]; string(reply) != want {
+			t.Fatalf("Early %v: after a marked call the server saw a %s call", tc.early, reply)
+		}
+	}
 	b := body(t, appendReply(nil, 1, 3, 0, flagEarly, nil))
 	if _, err := decodeFrame(b); !errors.Is(err, errMalformed) {
 		t.Fatalf("early flag on a reply: %v", err)
