@@ -199,12 +199,12 @@ func (r *Router) callOn(ctx context.Context, pt *partition, cl *rpc.Client, at u
 			o.sess.add(vp)
 			o.sess.inflight.Add(1)
 		}
-		status, out, err = forwardWait(ctx, cl, o, m, cred, req)
+		status, out, err = forwardWait(ctx, cl, o, m, cred, req, markIn(ctx))
 		if o.sess != nil {
 			o.sess.inflight.Add(-1)
 		}
 	} else {
-		status, out, err = cl.Call(ctx, uint16(m), cred, req)
+		status, out, err = cl.CallMarked(ctx, uint16(m), cred, req, markIn(ctx))
 	}
 	if err != nil {
 		if pt.errors != nil {

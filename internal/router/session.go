@@ -226,7 +226,7 @@ func (r *Router) callPart(ctx context.Context, vp uint16, o *origin, m pb.Method
 		}
 		cl, at := pt.clientAt()
 		if cl != nil {
-			status, reply, err := forwardWait(ctx, cl, o, m, rpc.Cred{}, req)
+			status, reply, err := forwardWait(ctx, cl, o, m, rpc.Cred{}, req, markIn(ctx))
 			switch {
 			case err != nil:
 				last = err

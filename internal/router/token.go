@@ -86,7 +86,7 @@ func originIn(ctx context.Context) *origin {
 var spanIDs atomic.Uint64
 
 // forwardWait makes one call for o through cl and waits for its reply.
-func forwardWait(ctx context.Context, cl *rpc.Client, o *origin, m pb.Method, cred rpc.Cred, req []byte) (uint32, []byte, error) {
+func forwardWait(ctx context.Context, cl *rpc.Client, o *origin, m pb.Method, cred rpc.Cred, req []byte, mark rpc.Mark) (uint32, []byte, error) {
 	type result struct {
 		status uint32
 		reply  []byte
@@ -94,7 +94,7 @@ func forwardWait(ctx context.Context, cl *rpc.Client, o *origin, m pb.Method, cr
 	}
 	ch := make(chan result, 1)
 	id := 1<<63 | spanIDs.Add(1)
-	cl.ForwardToken(nil, o.client, id, o.token, uint16(m), &cred, req, func(status uint32, reply []byte, err error, _ *rpc.Batch) {
+	cl.ForwardMarked(nil, o.client, id, o.token, uint16(m), &cred, req, mark, func(status uint32, reply []byte, err error, _ *rpc.Batch) {
 		ch <- result{status, reply, err}
 	})
 	select {

@@ -53,6 +53,20 @@ func (r *Router) xcall(ctx context.Context, v *view, vp uint16, m pb.Method, cre
 	return status, detail, err
 }
 
+// markKey carries, in a context, how the router's calls to partitions
+// made with it are to be answered (rpc.Mark); without it, as the router's
+// clients are configured.
+type markKey struct{}
+
+func withMark(ctx context.Context, m rpc.Mark) context.Context {
+	return context.WithValue(ctx, markKey{}, m)
+}
+
+func markIn(ctx context.Context) rpc.Mark {
+	m, _ := ctx.Value(markKey{}).(rpc.Mark)
+	return m
+}
+
 // xid returns the intent id of the call with id call of client: the same
 // for every retry of the call, so that a retry finds what the first
 // attempt did.
@@ -83,9 +97,12 @@ func (r *Router) xrename(ctx context.Context, v *view, cred rpc.Cred, id engine.
 			}
 		}
 	}
-	// 1. The source.
+	// 1. The source, answered before it is durable: the decision (3) is
+	// logged after it in the same log and waits for its own fsync, so no
+	// decision outlives a crash that lost its prepare (the decision then
+	// finds no intent, and the attempt is aborted).
 	var pa pb.XPrepareReply
-	st, detail, err := r.xcall(ctx, v, a.vp, pb.Method_XRENAME_PREPARE_SRC, cred, &pb.XPrepareRequest{
+	st, detail, err := r.xcall(withMark(ctx, rpc.MarkEarly), v, a.vp, pb.Method_XRENAME_PREPARE_SRC, cred, &pb.XPrepareRequest{
 		Parent: a.parent, Path: a.path, Name: a.name, Id: id[:], Flags: flags, Peer: uint32(b.vp)}, &pa)
 	if err != nil {
 		return unsettled(err) // a prepared intent left behind is aborted by recovery

@@ -180,15 +180,11 @@ func (cn *clientConn) send(w *waiter, id uint64, method uint16, from *origin, cr
 	// w, whose caller may then reuse cred and req, before they are copied.
 	var r appendResult
 	var early uint8
-	if from == nil {
-		switch w.mark {
-		case asConfigured:
-			early = cn.early
-		case MarkEarly:
-			if cn.version >= 5 {
-				early = flagEarly
-			}
-		}
+	switch {
+	case w.mark == MarkEarly && cn.version >= 5:
+		early = flagEarly
+	case w.mark == asConfigured && from == nil:
+		early = cn.early // a forwarded call's mark is not passed on
 	}
 	if cn.codec != 0 && len(req) > cn.comp.above {
 		out, flags, scratch := cn.comp.compress(cn.codec, req)

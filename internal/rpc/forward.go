@@ -39,6 +39,14 @@ func (c *Client) Forward(b *Batch, from ClientID, id uint64, method uint16, cred
 // protocol version 4 on both ends when there is a token. token is copied
 // before ForwardToken returns.
 func (c *Client) ForwardToken(b *Batch, from ClientID, id uint64, token []byte, method uint16, cred *Cred, req []byte, done ForwardFunc) {
+	c.ForwardMarked(b, from, id, token, method, cred, req, asConfigured, done)
+}
+
+// ForwardMarked is ForwardToken with the call marked as mark says: a
+// forwarded call goes unmarked (answered once durable) unless mark is
+// MarkEarly. A router marks early a step of its own protocol whose
+// durability a later step of the same partition waits for.
+func (c *Client) ForwardMarked(b *Batch, from ClientID, id uint64, token []byte, method uint16, cred *Cred, req []byte, mark Mark, done ForwardFunc) {
 	if len(token) > MaxToken {
 		done(0, nil, fmt.Errorf("forward method %d: token of %d bytes, limit %d", method, len(token), MaxToken), nil)
 		return
@@ -72,7 +80,7 @@ func (c *Client) ForwardToken(b *Batch, from ClientID, id uint64, token []byte, 
 		return
 	}
 	w := forwardPool.Get().(*waiter)
-	w.fn = done
+	w.fn, w.mark = done, mark
 	if b != nil {
 		b.holdClient(cn)
 	}
