@@ -63,6 +63,18 @@ func (f *File) BufferedSize() (uint64, bool) {
 	return f.w.Size(), true
 }
 
+// WriterSize returns the file's length as its writer knows it, buffered
+// writes included, whether or not they are committed; false for a file
+// not open for writing, or closed.
+func (f *File) WriterSize() (uint64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed || f.w == nil {
+		return 0, false
+	}
+	return f.w.Size(), true
+}
+
 // Invalidate drops what the file has read of the contents, after another
 // handle changed them.
 func (f *File) Invalidate() {

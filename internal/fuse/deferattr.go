@@ -102,7 +102,13 @@ func (fs *FS) hold(h *fileHandle, cred client.Cred, s client.SetAttr) (client.At
 		fs.held.n.Add(1)
 	}
 	held.s = mergeSetAttr(held.s, s)
-	return *a, true
+	out := *a
+	// The size is the writer's: the held attributes are those of the
+	// create, and the writes since may be committed already.
+	if size, ok := h.f.WriterSize(); ok {
+		out.Size = size
+	}
+	return out, true
 }
 
 // Mode bits the rules above read.
@@ -204,25 +210,37 @@ func (fs *FS) takeHeld(h *fileHandle) (client.SetAttr, bool) {
 	return s, true
 }
 
+// sendHeldOf sends what h holds back, with its buffered writes, in one
+// call, and reports whether it held anything. h.held.mu is held
+// throughout, so that the handle's release, which sends what is held
+// before it closes the file, waits for a send of another goroutine in
+// progress rather than close the file under it. What fails to go stays
+// held, for the next flush or the release to try (or report) again.
+func (fs *FS) sendHeldOf(h *fileHandle) (bool, error) {
+	if h.held == nil {
+		return false, nil
+	}
+	h.held.mu.Lock()
+	defer h.held.mu.Unlock()
+	s := h.held.s
+	if s.Valid == 0 {
+		return false, nil
+	}
+	if err := h.f.CommitSetAttr(s); err != nil {
+		return true, err
+	}
+	h.held.s = client.SetAttr{}
+	fs.held.n.Add(-1)
+	return true, nil
+}
+
 // commitHeld commits h's buffered writes, with the changes it holds back
 // in the same call; without any, it is a plain commit.
 func (fs *FS) commitHeld(h *fileHandle) error {
-	s, ok := fs.takeHeld(h)
-	if !ok {
-		return h.f.Commit()
-	}
-	if err := h.f.CommitSetAttr(s); err != nil {
-		// Not applied: hold them again, for the next flush or the release
-		// to try (or report) again.
-		h.held.mu.Lock()
-		if h.held.s.Valid == 0 {
-			fs.held.n.Add(1)
-		}
-		h.held.s = mergeSetAttr(s, h.held.s)
-		h.held.mu.Unlock()
+	if sent, err := fs.sendHeldOf(h); sent || err != nil {
 		return err
 	}
-	return nil
+	return h.f.Commit()
 }
 
 // sendHeld sends what the handles open on ino hold back, so that a call
@@ -232,13 +250,13 @@ func (fs *FS) sendHeld(ino client.Ino) gofuse.Status {
 		return gofuse.OK
 	}
 	for _, h := range fs.open.of(ino) {
-		if !h.holds() {
-			continue
-		}
-		if err := fs.commitHeld(h); err != nil {
+		sent, err := fs.sendHeldOf(h)
+		if err != nil {
 			return fs.fail(opSetattr, err)
 		}
-		fs.afterCommit(h)
+		if sent {
+			fs.afterCommit(h)
+		}
 	}
 	return gofuse.OK
 }

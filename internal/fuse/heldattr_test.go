@@ -169,9 +169,6 @@ func TestHeldAttrsBeforeAnotherOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	must(t, unix.Fchmod(fd, 0o644))
-	if fi, err := f.c.Stat(t.Context(), "/shared"); err == nil {
-		t.Logf("service mode %o", fi.Attr().Mode)
-	}
 	err = f.asCaller(1000, 1000, nil, func() error {
 		r, err := os.Open(p)
 		if err == nil {
@@ -181,5 +178,99 @@ func TestHeldAttrsBeforeAnotherOpen(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("another user's open of the file made 0644: %v", err)
+	}
+}
+
+// TestHeldAttrsConcurrent: eight writers each create files and give them
+// an owner, a mode and times through their descriptors (held back), while
+// renames and mkdirs through the same mount send what is held; every
+// file ends with its own attributes and contents, seen through the mount
+// and by another client.
+func TestHeldAttrsConcurrent(t *testing.T) {
+	f := mountTestClient(t, DefaultOptions(), posixClient)
+	const writers, files = 8, 40
+	errs := make(chan error, writers+1)
+	stop := make(chan struct{})
+	go func() { // namespace changes that send every held change first
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				errs <- nil
+				return
+			default:
+			}
+			d := f.path(fmt.Sprintf("busy%d", i))
+			if err := os.Mkdir(d, 0o755); err != nil {
+				errs <- err
+				return
+			}
+			if err := os.Rename(d, d+"x"); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	want := func(w, i int) (uint32, int, int, int64, string) {
+		return uint32(0o600 + w), 1000 + w, 2000 + i, int64(1e18) + int64(w*files+i), fmt.Sprintf("w%d f%d", w, i)
+	}
+	for w := range writers {
+		go func() {
+			errs <- func() error {
+				dir := f.path(fmt.Sprintf("w%d", w))
+				if err := os.Mkdir(dir, 0o755); err != nil {
+					return err
+				}
+				for i := range files {
+					mode, uid, gid, mtime, data := want(w, i)
+					fd, err := unix.Open(filepath.Join(dir, fmt.Sprint(i)), unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY, 0o600)
+					if err != nil {
+						return err
+					}
+					for _, s := range []heldStep{stepWrite(data), stepChown(uid, gid), stepChmod(mode), stepTimes(mtime, mtime)} {
+						if err := s.do(fd); err != nil {
+							unix.Close(fd)
+							return fmt.Errorf("%s: %w", s.what, err)
+						}
+					}
+					if err := unix.Close(fd); err != nil {
+						return err
+					}
+				}
+				return nil
+			}()
+		}()
+	}
+	for range writers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	other, err := client.Dial(f.addr, client.Options{Cred: &client.Cred{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	for w := range writers {
+		for i := range files {
+			mode, uid, gid, mtime, data := want(w, i)
+			p := fmt.Sprintf("w%d/%d", w, i)
+			var st unix.Stat_t
+			must(t, unix.Stat(f.path(p), &st))
+			b, err := os.ReadFile(f.path(p))
+			must(t, err)
+			fi, err := other.Stat(t.Context(), "/"+p)
+			must(t, err)
+			a := fi.Attr()
+			if st.Mode&0o7777 != mode || st.Uid != uint32(uid) || st.Gid != uint32(gid) || st.Mtim.Nano() != mtime || string(b) != data ||
+				st.Size != int64(len(data)) || a.Size != uint64(len(data)) ||
+				a.Mode != st.Mode || a.UID != st.Uid || a.GID != st.Gid || a.Mtime.UnixNano() != mtime {
+				t.Fatalf("%s: mount %o %d:%d %d %q, service %o %d:%d %d; want %o %d:%d %d %q", p,
+					st.Mode&0o7777, st.Uid, st.Gid, st.Mtim.Nano(), b, a.Mode&0o7777, a.UID, a.GID, a.Mtime.UnixNano(), mode, uid, gid, mtime, data)
+			}
+		}
 	}
 }
