@@ -113,8 +113,20 @@ var heldSequences = []struct {
 // local disk and on the mount, as root, and requires the same attributes
 // and contents, seen through the open descriptor and after the close; a
 // client of the service that is not the mount must then see them too.
+// With a user quota on, the service takes no owner change with a commit,
+// and the mount sends the two apart, to the same end.
 func TestHeldAttrsAsOnLocalDisk(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { testHeldAttrsAsOnLocalDisk(t, false) })
+	t.Run("owner quotas", func(t *testing.T) { testHeldAttrsAsOnLocalDisk(t, true) })
+}
+
+func testHeldAttrsAsOnLocalDisk(t *testing.T, quotas bool) {
 	f := mountTestClient(t, DefaultOptions(), posixClient)
+	if quotas {
+		if _, err := f.c.SetOwnerQuota(t.Context(), "/", client.QuotaUser, 1234, 1000, 1<<30); err != nil {
+			t.Fatal(err)
+		}
+	}
 	local := t.TempDir()
 	other, err := client.Dial(f.addr, client.Options{Cred: &client.Cred{}})
 	if err != nil {
