@@ -12,29 +12,34 @@ import (
 )
 
 // A new file's chmod, chown and utimes, held back until its close (docs/
-// fuse.md, "A new file's attributes"). tar, cp -p and install create a
-// file, write it, then fchown, fchmod and futimens it, and close it: four
-// calls to the service after the create, each a round trip the program
-// waits for. While a file this mount created is open only through the
-// handle that created it, the mount answers those SETATTRs itself, with
-// the attributes the service will give the file, and sends them with the
-// commit at close(2) in one call (COMMIT_SETATTR): the data and the
-// attributes land together, both or neither.
+// fuse.md, "A new file's attributes, held until its close"). tar, cp -p
+// and install create a file, write it, then fchown, fchmod and futimens
+// it, and close it: four calls to the service after the create, each a
+// round trip the program waits for. While a file this mount created is
+// open only through the handle that created it, the mount answers those
+// SETATTRs itself, with the attributes the service will give the file,
+// and sends them with the commit at close(2) in one call
+// (COMMIT_SETATTR): the data and the attributes land together, both or
+// neither.
 //
 // The mount answers only what it knows the service would: the caller is
 // the file's creator (same uid, gid and groups), and is root, or the
 // owner changing the mode or setting explicit times (a chown by anyone
 // but root, a change of the size, times set to "now", and a caller other
 // than the creator go to the service as before, after what is held back).
-// Other clients see the attributes at the close, as they see the data;
-// every call of this mount that names the file, or a name whose checks
-// may read its owner (unlink, rename, link), sends what is held back
-// first. Strict durability holds nothing back: there every change is
-// answered once durable.
+// Other clients see the attributes at the close, as they see the data.
+// Every call of the mount that changes the namespace or commits a file
+// sends every held change first (sendAllHeld), so that the service's log
+// keeps the order of the program's changes; an open, an extended
+// attribute read and a write of the file send its own (sendHeld). Strict
+// durability holds nothing back: there every change is answered once
+// durable.
 
 // heldAttrs are the attribute changes a handle holds back, and the
-// attributes the file will have once they land. Guarded by the handle's
-// mu; the handle's calls and any request goroutine may touch it.
+// attributes the file will have once they land. Any request goroutine may
+// touch them, under mu, which a send holds until the service answered
+// (sendHeldOf); mu is taken before the client.File's own lock, never
+// after.
 type heldAttrs struct {
 	mu   sync.Mutex
 	cred client.Cred // the creator, as whom the changes go
@@ -194,7 +199,8 @@ func (h *fileHandle) holds() bool {
 	return h.held.s.Valid != 0
 }
 
-// takeHeld returns the changes h holds back and forgets them.
+// takeHeld returns the changes h holds back and forgets them (a release
+// drops what it could not send).
 func (fs *FS) takeHeld(h *fileHandle) (client.SetAttr, bool) {
 	if h.held == nil {
 		return client.SetAttr{}, false
