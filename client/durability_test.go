@@ -45,7 +45,7 @@ func TestDurabilityPOSIX(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := srv.Stats().Syncs
-	callsBefore := callsByMethod(t, reg)
+	callsBefore := servertest.CallsByMethod(t, reg)
 	if err := f.Sync(); err != nil {
 		t.Fatalf("Sync: %v", err)
 	}
@@ -54,7 +54,7 @@ func TestDurabilityPOSIX(t *testing.T) {
 	}
 	// The commit of the writes is itself answered once durable: no SYNC
 	// after it. With nothing to commit, File.Sync asks for a SYNC.
-	calls := callsByMethod(t, reg)
+	calls := servertest.CallsByMethod(t, reg)
 	if calls["commit"]-callsBefore["commit"] != 1 || calls["sync"] != callsBefore["sync"] {
 		t.Fatalf("File.Sync of written data called commit %v times and sync %v times, want 1 and 0",
 			calls["commit"]-callsBefore["commit"], calls["sync"]-callsBefore["sync"])
@@ -63,7 +63,7 @@ func TestDurabilityPOSIX(t *testing.T) {
 	if err := f.Sync(); err != nil {
 		t.Fatalf("Sync: %v", err)
 	}
-	if after := callsByMethod(t, reg); after["sync"]-calls["sync"] != 1 || after["commit"] != calls["commit"] {
+	if after := servertest.CallsByMethod(t, reg); after["sync"]-calls["sync"] != 1 || after["commit"] != calls["commit"] {
 		t.Fatalf("File.Sync with nothing to commit called sync %v times and commit %v times, want 1 and 0",
 			after["sync"]-calls["sync"], after["commit"]-calls["commit"])
 	}
@@ -91,29 +91,6 @@ func TestDurabilityPOSIX(t *testing.T) {
 	if err := c.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// callsByMethod reads the server's canopy_rpc_calls_total by method.
-func callsByMethod(t *testing.T, reg *prometheus.Registry) map[string]float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != "canopy_rpc_calls_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "method" {
-					out[l.GetValue()] += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return out
 }
 
 func TestParseDurability(t *testing.T) {

@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/canopyfs/canopy/internal/server/servertest"
 )
 
 // rpcCounter reads the metadata server's calls by method.
@@ -19,24 +21,7 @@ type rpcCounter struct{ reg *prometheus.Registry }
 // counts returns the calls replied to so far, by method.
 func (r rpcCounter) counts(t *testing.T) map[string]float64 {
 	t.Helper()
-	mfs, err := r.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		if !strings.HasSuffix(mf.GetName(), "_calls_total") {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "method" {
-					out[l.GetValue()] += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return out
+	return servertest.CallsByMethod(t, r.reg)
 }
 
 // during returns the calls op makes, by method, and their total.
