@@ -97,15 +97,16 @@ func bootstrapAdmin(srv *server.Server, cfg *server.Config, dir string) error {
 	if cfg.TLS != nil {
 		opts.TLS = &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12} // our own listener, on loopback
 	}
-	c, err := client.Dial(ln.Addr().String(), opts)
-	if err != nil {
-		return fmt.Errorf("admin credential: %w", err)
-	}
-	defer c.Close()
-	ctx := context.Background()
-	token, _, err := c.AddCredential(ctx, client.Credential{Name: localAdmin, Admin: true, AllowRoot: true})
-	if errors.Is(err, syscall.EEXIST) {
-		token, err = c.RotateCredential(ctx, localAdmin)
+	// A replica's call may follow a leader that moves while the group
+	// starts, to an address not served yet (this replica's own, if it
+	// becomes the leader): a fresh client on the loopback listener then
+	// reaches it. Three tries, each bounded by the client's OpTimeout.
+	var token string
+	for try := 1; ; try++ {
+		token, err = addLocalAdmin(ln.Addr().String(), opts)
+		if err == nil || try == 3 {
+			break
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("admin credential: %w", err)
@@ -114,6 +115,22 @@ func bootstrapAdmin(srv *server.Server, cfg *server.Config, dir string) error {
 		return fmt.Errorf("admin credential: %w", err)
 	}
 	return nil
+}
+
+// addLocalAdmin creates the local admin credential through a client of
+// addr, or gives it a new token if it exists, and returns the token.
+func addLocalAdmin(addr string, opts client.Options) (string, error) {
+	c, err := client.Dial(addr, opts)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	ctx := context.Background()
+	token, _, err := c.AddCredential(ctx, client.Credential{Name: localAdmin, Admin: true, AllowRoot: true})
+	if errors.Is(err, syscall.EEXIST) {
+		token, err = c.RotateCredential(ctx, localAdmin)
+	}
+	return token, err
 }
 
 // writeSecretFile writes data to path readable and writable by its owner
