@@ -45,6 +45,10 @@ type heldAttrs struct {
 	cred client.Cred // the creator, as whom the changes go
 	attr client.Attr // as created, with the changes held back applied
 	s    client.SetAttr
+	// closed is set at the first close(2) of the file (FLUSH): from then
+	// on nothing more is held back. The kernel's RELEASE comes later, and
+	// a chmod after close(2) must reach the service before it returns.
+	closed bool
 }
 
 // heldTotal counts handles holding changes back, so that the calls that
@@ -68,7 +72,7 @@ func (fs *FS) hold(h *fileHandle, cred client.Cred, s client.SetAttr) (client.At
 	held := h.held
 	held.mu.Lock()
 	defer held.mu.Unlock()
-	if !sameCred(held.cred, cred) || !predictable(cred, held.attr, s) {
+	if held.closed || !sameCred(held.cred, cred) || !predictable(cred, held.attr, s) {
 		return client.Attr{}, false
 	}
 	a := &held.attr
@@ -187,6 +191,17 @@ func (h *fileHandle) withHeld(a client.Attr) client.Attr {
 	}
 	a.Ctime = p.Ctime
 	return a
+}
+
+// stopHolding makes h hold nothing back from now on (its file was closed
+// once: close(2)).
+func (h *fileHandle) stopHolding() {
+	if h.held == nil {
+		return
+	}
+	h.held.mu.Lock()
+	h.held.closed = true
+	h.held.mu.Unlock()
 }
 
 // holds reports whether h holds changes back.

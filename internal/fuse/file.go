@@ -222,6 +222,9 @@ func (fs *FS) Write(cancel <-chan struct{}, in *gofuse.WriteIn, data []byte) (wr
 // reports a failure to store them.
 func (fs *FS) Flush(cancel <-chan struct{}, in *gofuse.FlushIn) (st gofuse.Status) {
 	defer fs.observe(opFlush, time.Now(), &st)
+	if h, ok := fs.files.get(in.Fh); ok {
+		h.stopHolding() // before the send below: nothing is held after it
+	}
 	st = fs.sync(opFlush, in.Fh, false)
 	fs.releaseLocks(client.Ino(in.NodeId), in.LockOwner, false)
 	return st

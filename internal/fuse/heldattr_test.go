@@ -286,3 +286,27 @@ func TestHeldAttrsConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestNothingHeldAfterClose: after close(2) of the creating descriptor
+// (the kernel's FLUSH) nothing more is held back, though the kernel's
+// RELEASE comes later, or not yet: a dup'd descriptor keeps the file open
+// here, as a slow RELEASE does. A chmod then reaches the service before
+// it returns.
+func TestNothingHeldAfterClose(t *testing.T) {
+	f := mountTestClient(t, DefaultOptions(), posixClient)
+	p := f.path("f")
+	fd, err := unix.Open(p, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd2, err := unix.Dup(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd2)
+	must(t, unix.Close(fd))
+	must(t, unix.Chmod(p, 0o600))
+	if a := f.sdkStat(t, p); a.Mode&0o7777 != 0o600 {
+		t.Fatalf("chmod 600 after close(2): the service has %o", a.Mode&0o7777)
+	}
+}
