@@ -112,9 +112,6 @@ func (f *File) CommitSetAttr(s SetAttr) error {
 	if err := f.check("commit", true); err != nil {
 		return err
 	}
-	if s.Valid&^(SetMode|SetUID|SetGID|SetAtime|SetMtime|SetAtimeNow|SetMtimeNow) != 0 {
-		return f.fail("commit", syscall.EINVAL)
-	}
 	applied, err := f.w.FlushSetAttr(f.ctx, &pb.SetattrRequest{
 		Ino: uint64(f.ino), Valid: s.Valid, Mode: s.Mode, Uid: s.UID, Gid: s.GID,
 		AtimeNs: s.Atime, MtimeNs: s.Mtime,
