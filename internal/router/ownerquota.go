@@ -90,7 +90,13 @@ func (r *Router) serveOwnerQuota(rc *reqCall, v *view, m pb.Method) {
 	r.goSpan(rc, func(ctx context.Context) (uint32, []byte, string) {
 		switch m {
 		case pb.Method_OWNER_QUOTA_SET:
-			return r.setOwnerQuota(ctx, v, cred, set.Kind, set.Id, set.MaxFiles, set.MaxBytes, false)
+			files, bytes, err := shareLimits(set.MaxFiles, set.MaxBytes)
+			if err != nil {
+				return errReply(err)
+			}
+			r.quotaSets.Lock()
+			defer r.quotaSets.Unlock()
+			return r.setOwnerQuota(ctx, v, cred, set.Kind, set.Id, files, bytes, false)
 		case pb.Method_OWNER_QUOTA_LIST:
 			return r.listOwnerQuotas(ctx, v, cred, one.Kind, one.Id)
 		case pb.Method_OWNER_QUOTA_REMOVE:
@@ -98,6 +104,21 @@ func (r *Router) serveOwnerQuota(rc *reqCall, v *view, m pb.Method) {
 		}
 		return r.checkOwnerQuotas(ctx, v, cred, m)
 	})
+}
+
+// shareLimits turns a client's limits (0: none) into a share's
+// (engine.NoShareLimit: none); a client's engine.NoShareLimit is EINVAL.
+func shareLimits(maxFiles, maxBytes uint64) (files, bytes uint64, err error) {
+	if maxFiles == engine.NoShareLimit || maxBytes == engine.NoShareLimit {
+		return 0, 0, fmt.Errorf("a limit of %d: %w", uint64(engine.NoShareLimit), syscall.EINVAL)
+	}
+	none := func(limit uint64) uint64 {
+		if limit == 0 {
+			return engine.NoShareLimit
+		}
+		return limit
+	}
+	return none(maxFiles), none(maxBytes), nil
 }
 
 // errNotReached marks a call whose partition could not be reached: the
@@ -175,6 +196,16 @@ func errReply(err error) (uint32, []byte, string) {
 // sumShares adds the shares up into the namespace's quota: nil if no
 // partition has one.
 func sumShares(shares []ownerShare) *pb.OwnerQuota {
+	sum := addShares(shares)
+	if sum != nil {
+		endSum(sum)
+	}
+	return sum
+}
+
+// addShares adds the shares up, keeping the limits in a share's terms
+// (engine.NoShareLimit: none): nil if no partition has one.
+func addShares(shares []ownerShare) *pb.OwnerQuota {
 	var sum *pb.OwnerQuota
 	for _, s := range shares {
 		if s.q == nil {
@@ -184,9 +215,6 @@ func sumShares(shares []ownerShare) *pb.OwnerQuota {
 			sum = &pb.OwnerQuota{Kind: s.q.Kind, Id: s.q.Id}
 		}
 		addShare(sum, s.q)
-	}
-	if sum != nil {
-		endSum(sum)
 	}
 	return sum
 }

@@ -22,6 +22,9 @@ const setAttempts = 3
 
 // setOwnerQuota sets kind and id's quota for the whole namespace: it
 // splits the limits into one share for each mounted partition (ownerquota.go).
+// The limits are in a share's terms: engine.NoShareLimit for none, and 0
+// is a limit of nothing (a sum of shares that allow nothing more than
+// their usage, as a spread may set again). The caller holds r.quotaSets.
 // A partition without a share gets one first that allows nothing more
 // than what the id holds there. Shares go down before any goes up, so the
 // partitions never allow more than the larger of the old and the new
@@ -119,19 +122,17 @@ func (r *Router) setShare(ctx context.Context, v *view, cred rpc.Cred, vp uint16
 	return rep.Quota, nil
 }
 
-// splitLimit splits limit (0: none) into one share for each of shares:
-// what the partition uses and an equal part of the rest (no limit:
-// engine.NoShareLimit in each). A limit below the usage is EDQUOT.
+// splitLimit splits limit (engine.NoShareLimit: none) into one share for
+// each of shares: what the partition uses and an equal part of the rest
+// (no limit: engine.NoShareLimit in each). A limit below the usage is
+// EDQUOT.
 func splitLimit(what string, limit uint64, shares []ownerShare, used func(*pb.OwnerQuota) uint64) ([]uint64, error) {
 	out := make([]uint64, len(shares))
-	if limit == 0 {
+	if limit == engine.NoShareLimit {
 		for i := range out {
 			out[i] = engine.NoShareLimit
 		}
 		return out, nil
-	}
-	if limit == engine.NoShareLimit {
-		return nil, fmt.Errorf("a limit of %d %s: %w", limit, what, syscall.EINVAL)
 	}
 	var inUse uint64
 	for i, s := range shares {
@@ -226,7 +227,12 @@ func (r *Router) spreadOwnerQuotas(v *view, newly []uint16) {
 
 // spreadOnce sets every quota of the root partition that some partition
 // of v has no share of again. An error is the first quota's that failed.
+// It holds r.quotaSets throughout, so it never sees a set of this router
+// half made (shares in some partitions only) and takes it for a quota to
+// spread.
 func (r *Router) spreadOnce(ctx context.Context, v *view) error {
+	r.quotaSets.Lock()
+	defer r.quotaSets.Unlock()
 	var rep pb.OwnerQuotaListReply
 	status, detail, err := r.partCall(ctx, v, 0, pb.Method_OWNER_QUOTA_LIST, rpc.Cred{}, &pb.OwnerQuotaRequest{Ino: protocol.RootIno(0)}, &rep)
 	if err != nil {
@@ -242,7 +248,7 @@ func (r *Router) spreadOnce(ctx context.Context, v *view) error {
 			continue // spread already (by another router)
 		}
 		if err == nil {
-			sum := sumShares(shares)
+			sum := addShares(shares) // in a share's terms: a sum of 0 is no room, not no limit
 			status, reply, detail := r.setOwnerQuota(ctx, v, rpc.Cred{}, q.Kind, q.Id, sum.MaxFiles, sum.MaxBytes, true)
 			switch {
 			case detail != "":

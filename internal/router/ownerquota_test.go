@@ -12,6 +12,7 @@ import (
 
 	pb "github.com/canopyfs/canopy/api/metapb"
 	"github.com/canopyfs/canopy/client"
+	"github.com/canopyfs/canopy/internal/protocol"
 	metaserver "github.com/canopyfs/canopy/internal/server"
 	"github.com/canopyfs/canopy/internal/server/servertest"
 )
@@ -295,5 +296,34 @@ func TestOwnerQuotaSpreadAtStart(t *testing.T) {
 			t.Fatalf("%d partitions hold shares adding up to %d files, want 2 and 10", shares, sum)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestSpreadOfANewShare: a quota the root partition holds as a share of
+// nothing more than its usage (what a set makes first in each partition)
+// is spread as that, a limit with no room, never as no limit: a sum of 0
+// in a share's terms is not the 0 of "none" a client sends. Once spread, a
+// file the user makes in any partition is refused.
+func TestSpreadOfANewShare(t *testing.T) {
+	f := newXFixture(t, Config{})
+	ctx := testCtx(t)
+	dirs := openDirs(t, f.c)
+	u := dialAs(t, f.r.Addr(), "", client.Cred{UID: 1000, GID: 1000})
+	req := &pb.OwnerQuotaSetRequest{Ino: protocol.RootIno(0), Kind: client.QuotaUser, Id: 1000, NewShare: true}
+	if st, _ := rawCall(t, f.addrs[0], pb.Method_OWNER_QUOTA_SET, req); st != 0 {
+		t.Fatalf("a new share in partition 0: status %d", st)
+	}
+	if err := f.r.spreadOnce(ctx, f.r.view.Load()); err != nil {
+		t.Fatal(err)
+	}
+	for p, q := range f.shares(t, client.QuotaUser, 1000) {
+		if q.MaxFiles != 0 || q.Files != 0 {
+			t.Errorf("partition %d: share %+v, want a limit of 0 files", p, q)
+		}
+	}
+	for _, dir := range dirs {
+		if _, err := u.Create(ctx, dir+"/f", 0o644); !errors.Is(err, syscall.EDQUOT) {
+			t.Errorf("create in %s under a quota with no room: %v", dir, err)
+		}
 	}
 }

@@ -43,6 +43,7 @@ type Router struct {
 	sessions    sessions                   // clients' sessions (session.go)
 	sessionEnds atomic.Int64               // SESSION_ENDs answered by the partitions
 	creds       atomic.Pointer[auth.Table] // the router's copy of the credentials (creds.go); nil until read
+	quotaSets   sync.Mutex                 // held by a namespace quota set or spread, one at a time (ownerquota_set.go)
 	self        rpc.ClientID               // the client id of the router's own forwarded calls
 
 	ctx    context.Context // cancelled by Close

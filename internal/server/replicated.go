@@ -274,7 +274,8 @@ type replicated struct {
 	audit     *auditLog                                         // nil: none
 
 	reads, writes <-chan *op
-	inflight      sync.WaitGroup // proposals waiting for their entry
+	inflight      sync.WaitGroup // proposals waiting for their entry, made by the proposer and the reader
+	readerDone    chan struct{}  // closed when the reader returns: it proposes no more
 	slots         chan struct{}  // bounds the proposals waiting at once
 	answers       answerQueue    // proposals answered, for the answerer goroutine
 }
@@ -327,7 +328,7 @@ func openReplicated(s *Server) error {
 	sm.eng.SetTrashDays(sm.trashDays)
 	r := &replicated{
 		cfg: cfg, state: &replicatedState{sm: sm, partition: cfg.Partition, cfg: cfg, members: map[uint64]Peer{}},
-		local: peers, watch: s.watch, reads: s.reads, writes: s.writes,
+		local: peers, watch: s.watch, reads: s.reads, writes: s.writes, readerDone: make(chan struct{}),
 		slots: make(chan struct{}, cfg.QueueSize), groupView: s.Group, audit: s.audit,
 		answers: answerQueue{wake: make(chan struct{}, 1)},
 	}
@@ -482,6 +483,7 @@ func (r *replicated) proposer() {
 			r.propose(o, r.record(o))
 		}
 	}
+	<-r.readerDone // the reader proposes too: its last Add comes before the Wait
 	r.inflight.Wait()
 	close(quit)
 	<-done
@@ -554,6 +556,7 @@ func (r *replicated) confineIno(client rpc.ClientID, cr *auth.Credential, ino en
 // proposed like mutations, and the session ends of departed clients
 // proposed when this replica leads and the client had files open.
 func (r *replicated) reader() {
+	defer close(r.readerDone)
 	var batch []*op
 	for {
 		o, ok := <-r.reads
