@@ -7131,7 +7131,10 @@ type XNode struct {
 	Chunks  []*XChunk              `protobuf:"bytes,20,rep,name=chunks,proto3" json:"chunks,omitempty"` // in chunk order
 	// The bytes of its inline slices the source still held (the others are
 	// objects by now).
-	Inline        []*InlineSlice `protobuf:"bytes,21,rep,name=inline,proto3" json:"inline,omitempty"`
+	Inline []*InlineSlice `protobuf:"bytes,21,rep,name=inline,proto3" json:"inline,omitempty"`
+	// A directory: its entries in name order, each with the image of the
+	// node it names (the whole subtree moves).
+	Entries       []*XEntry `protobuf:"bytes,22,rep,name=entries,proto3" json:"entries,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7250,6 +7253,65 @@ func (x *XNode) GetInline() []*InlineSlice {
 	return nil
 }
 
+func (x *XNode) GetEntries() []*XEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+type XEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,10,opt,name=name,proto3" json:"name,omitempty"`
+	Node          *XNode                 `protobuf:"bytes,11,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *XEntry) Reset() {
+	*x = XEntry{}
+	mi := &file_meta_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *XEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*XEntry) ProtoMessage() {}
+
+func (x *XEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use XEntry.ProtoReflect.Descriptor instead.
+func (*XEntry) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{91}
+}
+
+func (x *XEntry) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *XEntry) GetNode() *XNode {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
 type XXattr struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,10,opt,name=name,proto3" json:"name,omitempty"`
@@ -7260,7 +7322,7 @@ type XXattr struct {
 
 func (x *XXattr) Reset() {
 	*x = XXattr{}
-	mi := &file_meta_proto_msgTypes[91]
+	mi := &file_meta_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7272,7 +7334,7 @@ func (x *XXattr) String() string {
 func (*XXattr) ProtoMessage() {}
 
 func (x *XXattr) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[91]
+	mi := &file_meta_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7285,7 +7347,7 @@ func (x *XXattr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XXattr.ProtoReflect.Descriptor instead.
 func (*XXattr) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{91}
+	return file_meta_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *XXattr) GetName() string {
@@ -7312,7 +7374,7 @@ type XChunk struct {
 
 func (x *XChunk) Reset() {
 	*x = XChunk{}
-	mi := &file_meta_proto_msgTypes[92]
+	mi := &file_meta_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7324,7 +7386,7 @@ func (x *XChunk) String() string {
 func (*XChunk) ProtoMessage() {}
 
 func (x *XChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[92]
+	mi := &file_meta_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7337,7 +7399,7 @@ func (x *XChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XChunk.ProtoReflect.Descriptor instead.
 func (*XChunk) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{92}
+	return file_meta_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *XChunk) GetIndex() uint32 {
@@ -7367,7 +7429,7 @@ type XSlice struct {
 
 func (x *XSlice) Reset() {
 	*x = XSlice{}
-	mi := &file_meta_proto_msgTypes[93]
+	mi := &file_meta_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7379,7 +7441,7 @@ func (x *XSlice) String() string {
 func (*XSlice) ProtoMessage() {}
 
 func (x *XSlice) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[93]
+	mi := &file_meta_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7392,7 +7454,7 @@ func (x *XSlice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XSlice.ProtoReflect.Descriptor instead.
 func (*XSlice) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{93}
+	return file_meta_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *XSlice) GetId() uint64 {
@@ -7434,21 +7496,29 @@ func (x *XSlice) GetPos() uint32 {
 // partitions reads (source) or writes (target), by parent and name or by
 // path, with the intent's id, the rename flags and the other partition.
 type XPrepareRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Parent        uint64                 `protobuf:"varint,1,opt,name=parent,proto3" json:"parent,omitempty"`
-	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
-	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
-	Id            []byte                 `protobuf:"bytes,10,opt,name=id,proto3" json:"id,omitempty"`                                 // 16 bytes, chosen by the router
-	Flags         uint32                 `protobuf:"varint,11,opt,name=flags,proto3" json:"flags,omitempty"`                          // RenameFlag bits
-	Peer          uint32                 `protobuf:"varint,12,opt,name=peer,proto3" json:"peer,omitempty"`                            // the other partition
-	SourceDir     bool                   `protobuf:"varint,13,opt,name=source_dir,json=sourceDir,proto3" json:"source_dir,omitempty"` // target side: the source node is a directory
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Parent    uint64                 `protobuf:"varint,1,opt,name=parent,proto3" json:"parent,omitempty"`
+	Path      string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Name      string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Id        []byte                 `protobuf:"bytes,10,opt,name=id,proto3" json:"id,omitempty"`                                 // 16 bytes, chosen by the router
+	Flags     uint32                 `protobuf:"varint,11,opt,name=flags,proto3" json:"flags,omitempty"`                          // RenameFlag bits
+	Peer      uint32                 `protobuf:"varint,12,opt,name=peer,proto3" json:"peer,omitempty"`                            // the other partition
+	SourceDir bool                   `protobuf:"varint,13,opt,name=source_dir,json=sourceDir,proto3" json:"source_dir,omitempty"` // target side: the source node is a directory
+	// Target side, a directory moving: the nodes and quota bytes of its
+	// subtree, as the source's prepare counted them.
+	Nodes uint64 `protobuf:"varint,14,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	Bytes uint64 `protobuf:"varint,15,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	// Source side: the paths, in this partition, of the mount points of
+	// the namespace (the router's tables); a directory with one below it
+	// does not move (EBUSY).
+	Busy          []string `protobuf:"bytes,16,rep,name=busy,proto3" json:"busy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *XPrepareRequest) Reset() {
 	*x = XPrepareRequest{}
-	mi := &file_meta_proto_msgTypes[94]
+	mi := &file_meta_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7460,7 +7530,7 @@ func (x *XPrepareRequest) String() string {
 func (*XPrepareRequest) ProtoMessage() {}
 
 func (x *XPrepareRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[94]
+	mi := &file_meta_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7473,7 +7543,7 @@ func (x *XPrepareRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XPrepareRequest.ProtoReflect.Descriptor instead.
 func (*XPrepareRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{94}
+	return file_meta_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *XPrepareRequest) GetParent() uint64 {
@@ -7525,6 +7595,27 @@ func (x *XPrepareRequest) GetSourceDir() bool {
 	return false
 }
 
+func (x *XPrepareRequest) GetNodes() uint64 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
+}
+
+func (x *XPrepareRequest) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *XPrepareRequest) GetBusy() []string {
+	if x != nil {
+		return x.Busy
+	}
+	return nil
+}
+
 // XPrepareReply: the source side says whether its node is a directory; the
 // target side of an exchange gives the image of its node (which moves to
 // the source); the source's commit gives the image of the source node.
@@ -7534,13 +7625,15 @@ type XPrepareReply struct {
 	Image         *XNode                 `protobuf:"bytes,11,opt,name=image,proto3" json:"image,omitempty"`
 	Ino           uint64                 `protobuf:"varint,12,opt,name=ino,proto3" json:"ino,omitempty"`     // the node the entry names
 	State         uint32                 `protobuf:"varint,13,opt,name=state,proto3" json:"state,omitempty"` // PREPARE_SRC of an intent the source held already: its state (see XIntentReply)
+	Nodes         uint64                 `protobuf:"varint,14,opt,name=nodes,proto3" json:"nodes,omitempty"` // PREPARE_SRC of a directory: the nodes of its subtree, itself included
+	Bytes         uint64                 `protobuf:"varint,15,opt,name=bytes,proto3" json:"bytes,omitempty"` // and their bytes, as a directory quota counts them
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *XPrepareReply) Reset() {
 	*x = XPrepareReply{}
-	mi := &file_meta_proto_msgTypes[95]
+	mi := &file_meta_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7552,7 +7645,7 @@ func (x *XPrepareReply) String() string {
 func (*XPrepareReply) ProtoMessage() {}
 
 func (x *XPrepareReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[95]
+	mi := &file_meta_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7565,7 +7658,7 @@ func (x *XPrepareReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XPrepareReply.ProtoReflect.Descriptor instead.
 func (*XPrepareReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{95}
+	return file_meta_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *XPrepareReply) GetDir() bool {
@@ -7596,19 +7689,34 @@ func (x *XPrepareReply) GetState() uint32 {
 	return 0
 }
 
+func (x *XPrepareReply) GetNodes() uint64 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
+}
+
+func (x *XPrepareReply) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
 // XIntentRequest names one intent; ino (any node of the partition) routes it.
 type XIntentRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Ino           uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
 	Id            []byte                 `protobuf:"bytes,10,opt,name=id,proto3" json:"id,omitempty"`
 	Image         *XNode                 `protobuf:"bytes,11,opt,name=image,proto3" json:"image,omitempty"` // COMMIT_SRC of an exchange: the target's node; COMMIT_DST: the source's node
+	Busy          []string               `protobuf:"bytes,12,rep,name=busy,proto3" json:"busy,omitempty"`   // COMMIT_SRC: as XPrepareRequest.busy
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *XIntentRequest) Reset() {
 	*x = XIntentRequest{}
-	mi := &file_meta_proto_msgTypes[96]
+	mi := &file_meta_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7620,7 +7728,7 @@ func (x *XIntentRequest) String() string {
 func (*XIntentRequest) ProtoMessage() {}
 
 func (x *XIntentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[96]
+	mi := &file_meta_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7633,7 +7741,7 @@ func (x *XIntentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XIntentRequest.ProtoReflect.Descriptor instead.
 func (*XIntentRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{96}
+	return file_meta_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *XIntentRequest) GetIno() uint64 {
@@ -7657,6 +7765,13 @@ func (x *XIntentRequest) GetImage() *XNode {
 	return nil
 }
 
+func (x *XIntentRequest) GetBusy() []string {
+	if x != nil {
+		return x.Busy
+	}
+	return nil
+}
+
 type XIntentReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	State         uint32                 `protobuf:"varint,10,opt,name=state,proto3" json:"state,omitempty"` // 0 none, 1 prepared, 2 committed, 3 done (the source remembers a finished rename, for retries)
@@ -7666,7 +7781,7 @@ type XIntentReply struct {
 
 func (x *XIntentReply) Reset() {
 	*x = XIntentReply{}
-	mi := &file_meta_proto_msgTypes[97]
+	mi := &file_meta_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7678,7 +7793,7 @@ func (x *XIntentReply) String() string {
 func (*XIntentReply) ProtoMessage() {}
 
 func (x *XIntentReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[97]
+	mi := &file_meta_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7691,7 +7806,7 @@ func (x *XIntentReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XIntentReply.ProtoReflect.Descriptor instead.
 func (*XIntentReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{97}
+	return file_meta_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *XIntentReply) GetState() uint32 {
@@ -7717,7 +7832,7 @@ type XIntent struct {
 
 func (x *XIntent) Reset() {
 	*x = XIntent{}
-	mi := &file_meta_proto_msgTypes[98]
+	mi := &file_meta_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7729,7 +7844,7 @@ func (x *XIntent) String() string {
 func (*XIntent) ProtoMessage() {}
 
 func (x *XIntent) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[98]
+	mi := &file_meta_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7742,7 +7857,7 @@ func (x *XIntent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XIntent.ProtoReflect.Descriptor instead.
 func (*XIntent) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{98}
+	return file_meta_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *XIntent) GetId() []byte {
@@ -7810,7 +7925,7 @@ type XIntentListReply struct {
 
 func (x *XIntentListReply) Reset() {
 	*x = XIntentListReply{}
-	mi := &file_meta_proto_msgTypes[99]
+	mi := &file_meta_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7822,7 +7937,7 @@ func (x *XIntentListReply) String() string {
 func (*XIntentListReply) ProtoMessage() {}
 
 func (x *XIntentListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[99]
+	mi := &file_meta_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7835,7 +7950,7 @@ func (x *XIntentListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XIntentListReply.ProtoReflect.Descriptor instead.
 func (*XIntentListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{99}
+	return file_meta_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *XIntentListReply) GetIntents() []*XIntent {
@@ -7858,7 +7973,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_meta_proto_msgTypes[100]
+	mi := &file_meta_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7870,7 +7985,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[100]
+	mi := &file_meta_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7883,7 +7998,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{100}
+	return file_meta_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *SnapshotRequest) GetIno() uint64 {
@@ -7922,7 +8037,7 @@ type SnapshotInfo struct {
 
 func (x *SnapshotInfo) Reset() {
 	*x = SnapshotInfo{}
-	mi := &file_meta_proto_msgTypes[101]
+	mi := &file_meta_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7934,7 +8049,7 @@ func (x *SnapshotInfo) String() string {
 func (*SnapshotInfo) ProtoMessage() {}
 
 func (x *SnapshotInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[101]
+	mi := &file_meta_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7947,7 +8062,7 @@ func (x *SnapshotInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotInfo.ProtoReflect.Descriptor instead.
 func (*SnapshotInfo) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{101}
+	return file_meta_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *SnapshotInfo) GetName() string {
@@ -8001,7 +8116,7 @@ type SnapshotReply struct {
 
 func (x *SnapshotReply) Reset() {
 	*x = SnapshotReply{}
-	mi := &file_meta_proto_msgTypes[102]
+	mi := &file_meta_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8013,7 +8128,7 @@ func (x *SnapshotReply) String() string {
 func (*SnapshotReply) ProtoMessage() {}
 
 func (x *SnapshotReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[102]
+	mi := &file_meta_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8026,7 +8141,7 @@ func (x *SnapshotReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotReply.ProtoReflect.Descriptor instead.
 func (*SnapshotReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{102}
+	return file_meta_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *SnapshotReply) GetSnapshot() *SnapshotInfo {
@@ -8045,7 +8160,7 @@ type SnapshotListReply struct {
 
 func (x *SnapshotListReply) Reset() {
 	*x = SnapshotListReply{}
-	mi := &file_meta_proto_msgTypes[103]
+	mi := &file_meta_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8057,7 +8172,7 @@ func (x *SnapshotListReply) String() string {
 func (*SnapshotListReply) ProtoMessage() {}
 
 func (x *SnapshotListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[103]
+	mi := &file_meta_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8070,7 +8185,7 @@ func (x *SnapshotListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotListReply.ProtoReflect.Descriptor instead.
 func (*SnapshotListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{103}
+	return file_meta_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *SnapshotListReply) GetSnapshots() []*SnapshotInfo {
@@ -8094,7 +8209,7 @@ type SnapshotDiffRequest struct {
 
 func (x *SnapshotDiffRequest) Reset() {
 	*x = SnapshotDiffRequest{}
-	mi := &file_meta_proto_msgTypes[104]
+	mi := &file_meta_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8106,7 +8221,7 @@ func (x *SnapshotDiffRequest) String() string {
 func (*SnapshotDiffRequest) ProtoMessage() {}
 
 func (x *SnapshotDiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[104]
+	mi := &file_meta_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8119,7 +8234,7 @@ func (x *SnapshotDiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDiffRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotDiffRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{104}
+	return file_meta_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *SnapshotDiffRequest) GetIno() uint64 {
@@ -8164,7 +8279,7 @@ type SnapshotChange struct {
 
 func (x *SnapshotChange) Reset() {
 	*x = SnapshotChange{}
-	mi := &file_meta_proto_msgTypes[105]
+	mi := &file_meta_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8176,7 +8291,7 @@ func (x *SnapshotChange) String() string {
 func (*SnapshotChange) ProtoMessage() {}
 
 func (x *SnapshotChange) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[105]
+	mi := &file_meta_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8189,7 +8304,7 @@ func (x *SnapshotChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChange.ProtoReflect.Descriptor instead.
 func (*SnapshotChange) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{105}
+	return file_meta_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *SnapshotChange) GetOp() string {
@@ -8223,7 +8338,7 @@ type SnapshotDiffReply struct {
 
 func (x *SnapshotDiffReply) Reset() {
 	*x = SnapshotDiffReply{}
-	mi := &file_meta_proto_msgTypes[106]
+	mi := &file_meta_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8235,7 +8350,7 @@ func (x *SnapshotDiffReply) String() string {
 func (*SnapshotDiffReply) ProtoMessage() {}
 
 func (x *SnapshotDiffReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[106]
+	mi := &file_meta_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8248,7 +8363,7 @@ func (x *SnapshotDiffReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDiffReply.ProtoReflect.Descriptor instead.
 func (*SnapshotDiffReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{106}
+	return file_meta_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *SnapshotDiffReply) GetChanges() []*SnapshotChange {
@@ -8280,7 +8395,7 @@ type CloneRequest struct {
 
 func (x *CloneRequest) Reset() {
 	*x = CloneRequest{}
-	mi := &file_meta_proto_msgTypes[107]
+	mi := &file_meta_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8292,7 +8407,7 @@ func (x *CloneRequest) String() string {
 func (*CloneRequest) ProtoMessage() {}
 
 func (x *CloneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[107]
+	mi := &file_meta_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8305,7 +8420,7 @@ func (x *CloneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloneRequest.ProtoReflect.Descriptor instead.
 func (*CloneRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{107}
+	return file_meta_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *CloneRequest) GetIno() uint64 {
@@ -8910,7 +9025,7 @@ const file_meta_proto_rawDesc = "" +
 	"\x03all\x18\v \x01(\bR\x03all\"=\n" +
 	"\x0fTrashPurgeReply\x12\x14\n" +
 	"\x05files\x18\x01 \x01(\x04R\x05files\x12\x14\n" +
-	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"\xe5\x02\n" +
+	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"\x97\x03\n" +
 	"\x05XNode\x12\x12\n" +
 	"\x04mode\x18\n" +
 	" \x01(\rR\x04mode\x12\x10\n" +
@@ -8924,7 +9039,12 @@ const file_meta_proto_rawDesc = "" +
 	"\x06target\x18\x12 \x01(\tR\x06target\x12.\n" +
 	"\x06xattrs\x18\x13 \x03(\v2\x16.canopy.meta.v1.XXattrR\x06xattrs\x12.\n" +
 	"\x06chunks\x18\x14 \x03(\v2\x16.canopy.meta.v1.XChunkR\x06chunks\x123\n" +
-	"\x06inline\x18\x15 \x03(\v2\x1b.canopy.meta.v1.InlineSliceR\x06inline\"2\n" +
+	"\x06inline\x18\x15 \x03(\v2\x1b.canopy.meta.v1.InlineSliceR\x06inline\x120\n" +
+	"\aentries\x18\x16 \x03(\v2\x16.canopy.meta.v1.XEntryR\aentries\"G\n" +
+	"\x06XEntry\x12\x12\n" +
+	"\x04name\x18\n" +
+	" \x01(\tR\x04name\x12)\n" +
+	"\x04node\x18\v \x01(\v2\x15.canopy.meta.v1.XNodeR\x04node\"2\n" +
 	"\x06XXattr\x12\x12\n" +
 	"\x04name\x18\n" +
 	" \x01(\tR\x04name\x12\x14\n" +
@@ -8939,7 +9059,7 @@ const file_meta_proto_rawDesc = "" +
 	"\x04size\x18\v \x01(\rR\x04size\x12\x10\n" +
 	"\x03off\x18\f \x01(\rR\x03off\x12\x10\n" +
 	"\x03len\x18\r \x01(\rR\x03len\x12\x10\n" +
-	"\x03pos\x18\x0e \x01(\rR\x03pos\"\xaa\x01\n" +
+	"\x03pos\x18\x0e \x01(\rR\x03pos\"\xea\x01\n" +
 	"\x0fXPrepareRequest\x12\x16\n" +
 	"\x06parent\x18\x01 \x01(\x04R\x06parent\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
@@ -8949,18 +9069,24 @@ const file_meta_proto_rawDesc = "" +
 	"\x05flags\x18\v \x01(\rR\x05flags\x12\x12\n" +
 	"\x04peer\x18\f \x01(\rR\x04peer\x12\x1d\n" +
 	"\n" +
-	"source_dir\x18\r \x01(\bR\tsourceDir\"v\n" +
+	"source_dir\x18\r \x01(\bR\tsourceDir\x12\x14\n" +
+	"\x05nodes\x18\x0e \x01(\x04R\x05nodes\x12\x14\n" +
+	"\x05bytes\x18\x0f \x01(\x04R\x05bytes\x12\x12\n" +
+	"\x04busy\x18\x10 \x03(\tR\x04busy\"\xa2\x01\n" +
 	"\rXPrepareReply\x12\x10\n" +
 	"\x03dir\x18\n" +
 	" \x01(\bR\x03dir\x12+\n" +
 	"\x05image\x18\v \x01(\v2\x15.canopy.meta.v1.XNodeR\x05image\x12\x10\n" +
 	"\x03ino\x18\f \x01(\x04R\x03ino\x12\x14\n" +
-	"\x05state\x18\r \x01(\rR\x05state\"_\n" +
+	"\x05state\x18\r \x01(\rR\x05state\x12\x14\n" +
+	"\x05nodes\x18\x0e \x01(\x04R\x05nodes\x12\x14\n" +
+	"\x05bytes\x18\x0f \x01(\x04R\x05bytes\"s\n" +
 	"\x0eXIntentRequest\x12\x10\n" +
 	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x0e\n" +
 	"\x02id\x18\n" +
 	" \x01(\fR\x02id\x12+\n" +
-	"\x05image\x18\v \x01(\v2\x15.canopy.meta.v1.XNodeR\x05image\"$\n" +
+	"\x05image\x18\v \x01(\v2\x15.canopy.meta.v1.XNodeR\x05image\x12\x12\n" +
+	"\x04busy\x18\f \x03(\tR\x04busy\"$\n" +
 	"\fXIntentReply\x12\x14\n" +
 	"\x05state\x18\n" +
 	" \x01(\rR\x05state\"\xc7\x01\n" +
@@ -9153,7 +9279,7 @@ func file_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 108)
+var file_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 109)
 var file_meta_proto_goTypes = []any{
 	(Method)(0),                     // 0: canopy.meta.v1.Method
 	(SetattrMask)(0),                // 1: canopy.meta.v1.SetattrMask
@@ -9251,23 +9377,24 @@ var file_meta_proto_goTypes = []any{
 	(*TrashPurgeRequest)(nil),       // 93: canopy.meta.v1.TrashPurgeRequest
 	(*TrashPurgeReply)(nil),         // 94: canopy.meta.v1.TrashPurgeReply
 	(*XNode)(nil),                   // 95: canopy.meta.v1.XNode
-	(*XXattr)(nil),                  // 96: canopy.meta.v1.XXattr
-	(*XChunk)(nil),                  // 97: canopy.meta.v1.XChunk
-	(*XSlice)(nil),                  // 98: canopy.meta.v1.XSlice
-	(*XPrepareRequest)(nil),         // 99: canopy.meta.v1.XPrepareRequest
-	(*XPrepareReply)(nil),           // 100: canopy.meta.v1.XPrepareReply
-	(*XIntentRequest)(nil),          // 101: canopy.meta.v1.XIntentRequest
-	(*XIntentReply)(nil),            // 102: canopy.meta.v1.XIntentReply
-	(*XIntent)(nil),                 // 103: canopy.meta.v1.XIntent
-	(*XIntentListReply)(nil),        // 104: canopy.meta.v1.XIntentListReply
-	(*SnapshotRequest)(nil),         // 105: canopy.meta.v1.SnapshotRequest
-	(*SnapshotInfo)(nil),            // 106: canopy.meta.v1.SnapshotInfo
-	(*SnapshotReply)(nil),           // 107: canopy.meta.v1.SnapshotReply
-	(*SnapshotListReply)(nil),       // 108: canopy.meta.v1.SnapshotListReply
-	(*SnapshotDiffRequest)(nil),     // 109: canopy.meta.v1.SnapshotDiffRequest
-	(*SnapshotChange)(nil),          // 110: canopy.meta.v1.SnapshotChange
-	(*SnapshotDiffReply)(nil),       // 111: canopy.meta.v1.SnapshotDiffReply
-	(*CloneRequest)(nil),            // 112: canopy.meta.v1.CloneRequest
+	(*XEntry)(nil),                  // 96: canopy.meta.v1.XEntry
+	(*XXattr)(nil),                  // 97: canopy.meta.v1.XXattr
+	(*XChunk)(nil),                  // 98: canopy.meta.v1.XChunk
+	(*XSlice)(nil),                  // 99: canopy.meta.v1.XSlice
+	(*XPrepareRequest)(nil),         // 100: canopy.meta.v1.XPrepareRequest
+	(*XPrepareReply)(nil),           // 101: canopy.meta.v1.XPrepareReply
+	(*XIntentRequest)(nil),          // 102: canopy.meta.v1.XIntentRequest
+	(*XIntentReply)(nil),            // 103: canopy.meta.v1.XIntentReply
+	(*XIntent)(nil),                 // 104: canopy.meta.v1.XIntent
+	(*XIntentListReply)(nil),        // 105: canopy.meta.v1.XIntentListReply
+	(*SnapshotRequest)(nil),         // 106: canopy.meta.v1.SnapshotRequest
+	(*SnapshotInfo)(nil),            // 107: canopy.meta.v1.SnapshotInfo
+	(*SnapshotReply)(nil),           // 108: canopy.meta.v1.SnapshotReply
+	(*SnapshotListReply)(nil),       // 109: canopy.meta.v1.SnapshotListReply
+	(*SnapshotDiffRequest)(nil),     // 110: canopy.meta.v1.SnapshotDiffRequest
+	(*SnapshotChange)(nil),          // 111: canopy.meta.v1.SnapshotChange
+	(*SnapshotDiffReply)(nil),       // 112: canopy.meta.v1.SnapshotDiffReply
+	(*CloneRequest)(nil),            // 113: canopy.meta.v1.CloneRequest
 }
 var file_meta_proto_depIdxs = []int32{
 	5,   // 0: canopy.meta.v1.Dirent.attr:type_name -> canopy.meta.v1.Attr
@@ -9310,22 +9437,24 @@ var file_meta_proto_depIdxs = []int32{
 	87,  // 37: canopy.meta.v1.OwnerQuotaCheckReply.mismatches:type_name -> canopy.meta.v1.OwnerQuotaMismatch
 	5,   // 38: canopy.meta.v1.TrashEntry.attr:type_name -> canopy.meta.v1.Attr
 	89,  // 39: canopy.meta.v1.TrashListReply.entries:type_name -> canopy.meta.v1.TrashEntry
-	96,  // 40: canopy.meta.v1.XNode.xattrs:type_name -> canopy.meta.v1.XXattr
-	97,  // 41: canopy.meta.v1.XNode.chunks:type_name -> canopy.meta.v1.XChunk
+	97,  // 40: canopy.meta.v1.XNode.xattrs:type_name -> canopy.meta.v1.XXattr
+	98,  // 41: canopy.meta.v1.XNode.chunks:type_name -> canopy.meta.v1.XChunk
 	37,  // 42: canopy.meta.v1.XNode.inline:type_name -> canopy.meta.v1.InlineSlice
-	98,  // 43: canopy.meta.v1.XChunk.slices:type_name -> canopy.meta.v1.XSlice
-	95,  // 44: canopy.meta.v1.XPrepareReply.image:type_name -> canopy.meta.v1.XNode
-	95,  // 45: canopy.meta.v1.XIntentRequest.image:type_name -> canopy.meta.v1.XNode
-	95,  // 46: canopy.meta.v1.XIntent.image:type_name -> canopy.meta.v1.XNode
-	103, // 47: canopy.meta.v1.XIntentListReply.intents:type_name -> canopy.meta.v1.XIntent
-	106, // 48: canopy.meta.v1.SnapshotReply.snapshot:type_name -> canopy.meta.v1.SnapshotInfo
-	106, // 49: canopy.meta.v1.SnapshotListReply.snapshots:type_name -> canopy.meta.v1.SnapshotInfo
-	110, // 50: canopy.meta.v1.SnapshotDiffReply.changes:type_name -> canopy.meta.v1.SnapshotChange
-	51,  // [51:51] is the sub-list for method output_type
-	51,  // [51:51] is the sub-list for method input_type
-	51,  // [51:51] is the sub-list for extension type_name
-	51,  // [51:51] is the sub-list for extension extendee
-	0,   // [0:51] is the sub-list for field type_name
+	96,  // 43: canopy.meta.v1.XNode.entries:type_name -> canopy.meta.v1.XEntry
+	95,  // 44: canopy.meta.v1.XEntry.node:type_name -> canopy.meta.v1.XNode
+	99,  // 45: canopy.meta.v1.XChunk.slices:type_name -> canopy.meta.v1.XSlice
+	95,  // 46: canopy.meta.v1.XPrepareReply.image:type_name -> canopy.meta.v1.XNode
+	95,  // 47: canopy.meta.v1.XIntentRequest.image:type_name -> canopy.meta.v1.XNode
+	95,  // 48: canopy.meta.v1.XIntent.image:type_name -> canopy.meta.v1.XNode
+	104, // 49: canopy.meta.v1.XIntentListReply.intents:type_name -> canopy.meta.v1.XIntent
+	107, // 50: canopy.meta.v1.SnapshotReply.snapshot:type_name -> canopy.meta.v1.SnapshotInfo
+	107, // 51: canopy.meta.v1.SnapshotListReply.snapshots:type_name -> canopy.meta.v1.SnapshotInfo
+	111, // 52: canopy.meta.v1.SnapshotDiffReply.changes:type_name -> canopy.meta.v1.SnapshotChange
+	53,  // [53:53] is the sub-list for method output_type
+	53,  // [53:53] is the sub-list for method input_type
+	53,  // [53:53] is the sub-list for extension type_name
+	53,  // [53:53] is the sub-list for extension extendee
+	0,   // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_meta_proto_init() }
@@ -9339,7 +9468,7 @@ func file_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meta_proto_rawDesc), len(file_meta_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   108,
+			NumMessages:   109,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -108,8 +108,11 @@ func load(r io.Reader, parallel bool) (*Engine, error) {
 		free = dec.freeSlots(count)
 	}
 	if dec.err == nil && count < 1<<32 {
-		e.st.index.reserve(int(count))
-		dec.denseFor(e, count)
+		// Sized ahead by the header's count, which a damaged checkpoint
+		// may make as large as it likes: within maxReserve (the index
+		// grows beyond it as nodes are read).
+		e.st.index.reserve(int(min(count, maxReserve)))
+		dec.denseFor(e, min(count, maxReserve))
 	}
 	holes := slices.Sorted(slices.Values(free))
 	if slot, dup := repeated(holes); dup {

@@ -38,8 +38,8 @@ func (e *Engine) prepareEntry(c Cred, parent Ino, name string) (*node, error) {
 	if err := e.access(c, d, mayWrite); err != nil {
 		return nil, err
 	}
-	if e.reserved(d.Ino, name) {
-		return nil, syscall.EBUSY // a rename across partitions is about to fill it
+	if e.reserved(d.Ino, name) || e.pinned(d.Ino) {
+		return nil, syscall.EBUSY // a rename across partitions is about to fill it (or to replace d, empty)
 	}
 	return d, nil
 }

@@ -127,7 +127,7 @@ func (e *Engine) ListSlices(after uint64, limit int) (refs []SliceRef, eof bool)
 		if in.Image == nil {
 			continue
 		}
-		for _, ch := range in.Image.Chunks {
+		for _, ch := range in.Image.AllChunks() {
 			for _, s := range ch.Slices {
 				if s.ID > after && s.ID <= bound {
 					refs = append(refs, SliceRef{ID: s.ID, Size: s.Size})

@@ -235,7 +235,7 @@ func (e *Engine) checkInline(uses map[uint64]uint32, sizes map[uint64]uint32) er
 		if in.Image == nil {
 			continue
 		}
-		for _, ch := range in.Image.Chunks {
+		for _, ch := range in.Image.AllChunks() {
 			for _, s := range ch.Slices {
 				if _, ok := e.inl.sent[s.ID]; ok {
 					sentSizes[s.ID] = s.Size

@@ -297,13 +297,13 @@ func TestInlineMovesAcrossPartitions(t *testing.T) {
 	src, dst := New(1, 1), New(2, 1)
 	_, id := commitInline(t, src, "f", []byte("travels"), 2)
 	xid := XID{7}
-	if _, _, err := src.XPrepareSource(credRoot, xid, src.Root(), "f", 0, 2, 3); err != nil {
+	if _, err := src.XPrepareSource(credRoot, xid, src.Root(), "f", 0, 2, nil, 3); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dst.XPrepareTarget(credRoot, xid, dst.Root(), "g", 0, 1, false, 3); err != nil {
+	if _, err := dst.XPrepareTarget(credRoot, xid, dst.Root(), "g", 0, 1, false, XSize{}, 3); err != nil {
 		t.Fatal(err)
 	}
-	img, err := src.XCommitSource(xid, nil, 4)
+	img, err := src.XCommitSource(xid, nil, nil, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,13 +348,13 @@ func TestInlineComesBackBeforeTheIntentIsForgotten(t *testing.T) {
 	_, id := commitInline(t, s, "f", []byte("round trip"), 2)
 	move := func(from, to *Engine, xid XID, name, newName string, now int64) {
 		t.Helper()
-		if _, _, err := from.XPrepareSource(credRoot, xid, from.Root(), name, 0, to.part, now); err != nil {
+		if _, err := from.XPrepareSource(credRoot, xid, from.Root(), name, 0, to.part, nil, now); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := to.XPrepareTarget(credRoot, xid, to.Root(), newName, 0, from.part, false, now); err != nil {
+		if _, err := to.XPrepareTarget(credRoot, xid, to.Root(), newName, 0, from.part, false, XSize{}, now); err != nil {
 			t.Fatal(err)
 		}
-		img, err := from.XCommitSource(xid, nil, now)
+		img, err := from.XCommitSource(xid, nil, nil, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -423,7 +423,7 @@ func TestCloneRefusesAPinnedNode(t *testing.T) {
 	if _, err := e.Commit(credRoot, f.Ino, []SliceWrite{{Slice: Slice{ID: id, Size: 5, Len: 5}}}, 5, 0, 2); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.XPrepareTarget(credRoot, XID{3}, dir.Ino, "f", RenameExchange, 1, false, 3); err != nil {
+	if _, err := e.XPrepareTarget(credRoot, XID{3}, dir.Ino, "f", RenameExchange, 1, false, XSize{}, 3); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.Clone(credRoot, dir.Ino, e.Root(), "copy", 4); !errors.Is(err, syscall.EBUSY) {

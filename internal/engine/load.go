@@ -22,6 +22,11 @@ import (
 // would build, but for the sizes of its indexes and buffers, which are
 // those a reindex of the same contents makes.
 
+// maxReserve bounds the nodes Load sizes its index and dense map for
+// before reading them (134 million: an index of 0.7 GB, a dense map of up
+// to 2 GB, neither touched until used).
+const maxReserve = 1 << 27
+
 // reserve sizes an empty index for n entries, so that inserting them
 // does not grow it.
 func (x *inoIndex) reserve(n int) {

@@ -123,16 +123,35 @@ func intentsSeed(tb testing.TB) []byte {
 	if err := e.SetXattr(credRoot, c.Ino, "user.k", []byte("v"), 0, 3); err != nil {
 		tb.Fatal(err)
 	}
-	if _, _, err := e.XPrepareSource(credRoot, XID{1}, e.Root(), "a", 0, 4, 4); err != nil {
+	if _, err := e.XPrepareSource(credRoot, XID{1}, e.Root(), "a", 0, 4, nil, 4); err != nil {
 		tb.Fatal(err)
 	}
-	if _, err := e.XPrepareTarget(credRoot, XID{2}, e.Root(), "b", RenameExchange, 4, false, 4); err != nil {
+	if _, err := e.XPrepareTarget(credRoot, XID{2}, e.Root(), "b", RenameExchange, 4, false, XSize{}, 4); err != nil {
 		tb.Fatal(err)
 	}
-	if _, _, err := e.XPrepareSource(credRoot, XID{3}, e.Root(), "c", 0, 4, 4); err != nil {
+	if _, err := e.XPrepareSource(credRoot, XID{3}, e.Root(), "c", 0, 4, nil, 4); err != nil {
 		tb.Fatal(err)
 	}
-	if _, err := e.XCommitSource(XID{3}, nil, 5); err != nil {
+	if _, err := e.XCommitSource(XID{3}, nil, nil, 5); err != nil {
+		tb.Fatal(err)
+	}
+	// A directory on its way, with a file and a directory below it, and
+	// an empty directory pinned for one arriving.
+	d, _ := e.Mkdir(credRoot, e.Root(), "d", 0o755, 5)
+	sub, _ := e.Mkdir(credRoot, d.Ino, "sub", 0o700, 5)
+	if _, err := e.Symlink(credRoot, sub.Ino, "l", "../x", 5); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := e.XPrepareSource(credRoot, XID{6}, e.Root(), "d", 0, 4, nil, 6); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := e.XCommitSource(XID{6}, nil, nil, 6); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := e.Mkdir(credRoot, e.Root(), "empty", 0o755, 6); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := e.XPrepareTarget(credRoot, XID{7}, e.Root(), "empty", 0, 4, true, XSize{Nodes: 3}, 6); err != nil {
 		tb.Fatal(err)
 	}
 	var buf bytes.Buffer
@@ -152,10 +171,10 @@ func inlineSeed(tb testing.TB) []byte {
 	if _, err := e.Clone(credRoot, ino, e.Root(), "a2", 3); err != nil {
 		tb.Fatal(err)
 	}
-	if _, _, err := e.XPrepareSource(credRoot, XID{5}, e.Root(), "b", 0, 1, 4); err != nil {
+	if _, err := e.XPrepareSource(credRoot, XID{5}, e.Root(), "b", 0, 1, nil, 4); err != nil {
 		tb.Fatal(err)
 	}
-	if _, err := e.XCommitSource(XID{5}, nil, 5); err != nil {
+	if _, err := e.XCommitSource(XID{5}, nil, nil, 5); err != nil {
 		tb.Fatal(err)
 	}
 	var buf bytes.Buffer

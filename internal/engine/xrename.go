@@ -80,7 +80,8 @@ type XXattr struct {
 	Value []byte
 }
 
-// XNode is the image of a non-directory node moving between partitions.
+// XNode is the image of a node moving between partitions; a directory's
+// carries its subtree (xrename_tree.go).
 type XNode struct {
 	Attr   Attr // Ino and Nlink are ignored
 	Target string
@@ -91,6 +92,8 @@ type XNode struct {
 	// kept in intents: a partition sending a node keeps them in its own
 	// inline slices until it forgets the intent.
 	Inline []InlineSlice
+	// Entries is, for a directory, its entries in name order.
+	Entries []XEntry
 }
 
 // Intent is one side's record of a rename across partitions. It is
@@ -197,7 +200,7 @@ func (e *Engine) repin() {
 			e.xr.names = make(map[xname]struct{})
 		}
 		e.xr.names[xname{in.Parent, in.Name}] = struct{}{}
-		if in.Flags&RenameExchange != 0 && in.Ino != 0 {
+		if in.Flags&(RenameExchange|xDirFlag) != 0 && in.Ino != 0 {
 			if e.xr.nodes == nil {
 				e.xr.nodes = make(map[Ino]struct{})
 			}
@@ -270,59 +273,79 @@ func (e *Engine) renameEntry(c Cred, parent Ino, name string) (*node, error) {
 	return d, nil
 }
 
+// XSourceNode is what the source's prepare says of its node.
+type XSourceNode struct {
+	Ino   Ino
+	State uint8 // of an intent held already (a retry); XNone otherwise
+	Dir   bool
+	Size  XSize // a directory's subtree
+}
+
 // XPrepareSource is step 1 at the source: entry name of parent must
-// exist, be able to move (directories do not move yet: EXDEV) and c may
-// remove it; the intent is logged as prepared. It returns the node's
-// inode. Preparing an intent this side already holds (a retry) changes
-// nothing and returns the intent's state, XNone otherwise.
-func (e *Engine) XPrepareSource(c Cred, id XID, parent Ino, name string, flags uint32, peer uint16, now int64) (Ino, uint8, error) {
+// exist, be able to move (a directory with its subtree, xrename_tree.go;
+// busy names the namespace's mount points in this partition) and c may
+// remove it; the intent is logged as prepared. Preparing an intent this
+// side already holds (a retry) changes nothing and returns the intent's
+// state.
+func (e *Engine) XPrepareSource(c Cred, id XID, parent Ino, name string, flags uint32, peer uint16, busy []Ino, now int64) (XSourceNode, error) {
 	if flags&^(RenameNoReplace|RenameExchange) != 0 || flags == RenameNoReplace|RenameExchange {
-		return 0, 0, syscall.EINVAL
+		return XSourceNode{}, syscall.EINVAL
 	}
 	if in := e.intent(id); in != nil {
 		if in.Role != XSource {
-			return 0, 0, fmt.Errorf("intent held as the target: %w", syscall.EEXIST)
+			return XSourceNode{}, fmt.Errorf("intent held as the target: %w", syscall.EEXIST)
 		}
-		return in.Ino, in.State, nil
+		return XSourceNode{Ino: in.Ino, State: in.State}, nil
 	}
-	ino, err := e.prepareSource(c, id, parent, name, flags, peer, now)
-	return ino, XNone, err
+	return e.prepareSource(c, id, parent, name, flags, peer, busy, now)
 }
 
-func (e *Engine) prepareSource(c Cred, id XID, parent Ino, name string, flags uint32, peer uint16, now int64) (Ino, error) {
+func (e *Engine) prepareSource(c Cred, id XID, parent Ino, name string, flags uint32, peer uint16, busy []Ino, now int64) (XSourceNode, error) {
 	if len(e.xr.list)-e.xr.done >= maxIntents {
-		return 0, syscall.EAGAIN
+		return XSourceNode{}, syscall.EAGAIN
 	}
 	od, err := e.renameEntry(c, parent, name)
 	if err != nil {
-		return 0, err
+		return XSourceNode{}, err
 	}
 	_, src := e.child(od, name)
 	if src == nil {
-		return 0, syscall.ENOENT
+		return XSourceNode{}, syscall.ENOENT
 	}
 	if e.reserved(od.Ino, name) {
-		return 0, syscall.EBUSY
+		return XSourceNode{}, syscall.EBUSY
 	}
 	if err := e.removeCheck(od, src); err != nil {
-		return 0, err // the snapshot area is read only
+		return XSourceNode{}, err // the snapshot area is read only
 	}
 	if err := e.mayDelete(c, od, src); err != nil {
-		return 0, err
+		return XSourceNode{}, err
 	}
-	if err := e.movable(src); err != nil {
-		return 0, err
+	if src.isDir() {
+		if flags&RenameExchange != 0 {
+			return XSourceNode{}, fmt.Errorf("directory %d in an exchange across partitions: %w", src.Ino, syscall.EXDEV)
+		}
+		if err := e.access(c, src, mayWrite); err != nil {
+			return XSourceNode{}, err // its ".." changes, as in Rename
+		}
+	}
+	size, err := e.movableAny(src, busy)
+	if err != nil {
+		return XSourceNode{}, err
 	}
 	e.setIntent(id, &Intent{ID: id, Role: XSource, State: XPrepared, Peer: peer, Parent: od.Ino, Name: name,
 		Flags: flags, Ino: src.Ino, At: now})
-	return src.Ino, nil
+	return XSourceNode{Ino: src.Ino, Dir: src.isDir(), Size: size}, nil
 }
 
 // XPrepareTarget is step 2 at the target: the checks of Rename for the
 // target entry (given that the source is a directory or not), then the
 // intent is logged and the entry reserved. For an exchange the target
-// node is pinned and its image returned.
-func (e *Engine) XPrepareTarget(c Cred, id XID, parent Ino, name string, flags uint32, peer uint16, srcDir bool, now int64) (*XNode, error) {
+// node is pinned and its image returned. A directory arriving (srcDir)
+// brings size (its subtree, as the source counted it): the inode numbers
+// and directory quotas here must have room for it; an empty directory
+// it replaces is pinned, so that nothing is made in it meanwhile.
+func (e *Engine) XPrepareTarget(c Cred, id XID, parent Ino, name string, flags uint32, peer uint16, srcDir bool, size XSize, now int64) (*XNode, error) {
 	if flags&^(RenameNoReplace|RenameExchange) != 0 || flags == RenameNoReplace|RenameExchange {
 		return nil, syscall.EINVAL
 	}
@@ -359,10 +382,13 @@ func (e *Engine) XPrepareTarget(c Cred, id XID, parent Ino, name string, flags u
 	case exchange && dst == nil:
 		return nil, syscall.ENOENT
 	}
-	if srcDir {
-		return nil, fmt.Errorf("a directory moves to another partition: %w", syscall.EXDEV)
+	if srcDir && exchange {
+		return nil, fmt.Errorf("a directory in an exchange across partitions: %w", syscall.EXDEV)
 	}
-	if e.reserved(nd.Ino, name) {
+	if srcDir && (size.Nodes == 0 || size.Nodes > MaxMoveNodes) {
+		return nil, fmt.Errorf("a directory of %d nodes: %w", size.Nodes, syscall.EINVAL)
+	}
+	if e.reserved(nd.Ino, name) || e.pinned(nd.Ino) {
 		return nil, syscall.EBUSY
 	}
 	if dst != nil {
@@ -379,10 +405,7 @@ func (e *Engine) XPrepareTarget(c Cred, id XID, parent Ino, name string, flags u
 		if err := e.access(c, nd, mayWrite|mayExec); err != nil {
 			return nil, err
 		}
-		if e.next >= 1<<localBits {
-			return nil, syscall.ENOSPC
-		}
-		if _, err := e.quotaCreate(nd); err != nil {
+		if err := e.roomFor(nd, srcDir, size); err != nil {
 			return nil, err
 		}
 	} else {
@@ -390,8 +413,20 @@ func (e *Engine) XPrepareTarget(c Cred, id XID, parent Ino, name string, flags u
 		if err := e.mayDelete(c, nd, dst); err != nil {
 			return nil, err
 		}
-		if !exchange && dst.isDir() {
+		switch {
+		case !exchange && !srcDir && dst.isDir():
 			return nil, syscall.EISDIR
+		case srcDir && !dst.isDir():
+			return nil, syscall.ENOTDIR
+		case srcDir && e.st.extraOf(dst).dir.live > 0:
+			return nil, syscall.ENOTEMPTY
+		case srcDir && e.pinned(dst.Ino):
+			return nil, syscall.EBUSY
+		}
+		if srcDir {
+			if err := e.roomFor(nd, srcDir, XSize{Nodes: size.Nodes - 1, Bytes: size.Bytes}); err != nil {
+				return nil, err // the directory replaced frees one node
+			}
 		}
 		if exchange {
 			if err := e.movable(dst); err != nil {
@@ -400,9 +435,29 @@ func (e *Engine) XPrepareTarget(c Cred, id XID, parent Ino, name string, flags u
 			image = e.imageOf(dst)
 		}
 	}
+	if srcDir {
+		flags |= xDirFlag
+	}
 	e.setIntent(id, &Intent{ID: id, Role: XTarget, State: XPrepared, Peer: peer, Parent: nd.Ino, Name: name,
 		Flags: flags, Ino: ino, At: now})
 	return image, nil
+}
+
+// roomFor checks that a node arriving in directory nd (srcDir: a
+// directory's subtree of size) fits the inode numbers and the directory
+// quotas here.
+func (e *Engine) roomFor(nd *node, srcDir bool, size XSize) error {
+	if !srcDir {
+		if e.next >= 1<<localBits {
+			return syscall.ENOSPC
+		}
+		_, err := e.quotaCreate(nd)
+		return err
+	}
+	if e.next+size.Nodes > 1<<localBits {
+		return syscall.ENOSPC
+	}
+	return e.quotaCheck(e.regionOf(nd), size.Nodes, size.Bytes)
 }
 
 // XCommitSource is step 3, the decision: the source node leaves its entry
@@ -410,8 +465,9 @@ func (e *Engine) XPrepareTarget(c Cred, id XID, parent Ino, name string, flags u
 // intent is committed, keeping the source node's image, which it returns.
 // An intent not held (aborted) is ENOENT; one committed before returns
 // its image again. If the source entry no longer names the node prepared,
-// or the node can no longer move, the commit fails and changes nothing.
-func (e *Engine) XCommitSource(id XID, in *XNode, now int64) (*XNode, error) {
+// or the node can no longer move (busy: as for XPrepareSource), the
+// commit fails and changes nothing.
+func (e *Engine) XCommitSource(id XID, in *XNode, busy []Ino, now int64) (*XNode, error) {
 	it := e.intent(id)
 	if it == nil || it.Role != XSource {
 		return nil, fmt.Errorf("no source intent (aborted): %w", syscall.ETIMEDOUT)
@@ -434,7 +490,7 @@ func (e *Engine) XCommitSource(id XID, in *XNode, now int64) (*XNode, error) {
 	if src == nil || src.Ino != it.Ino {
 		return nil, fmt.Errorf("source entry changed: %w", syscall.ENOENT)
 	}
-	if err := e.movable(src); err != nil {
+	if _, err := e.movableAny(src, busy); err != nil {
 		return nil, err
 	}
 	if in != nil {
@@ -445,8 +501,8 @@ func (e *Engine) XCommitSource(id XID, in *XNode, now int64) (*XNode, error) {
 			return nil, syscall.ENOSPC
 		}
 	}
-	image := e.imageOf(src)
-	e.sendInline(image.Chunks)
+	image := e.treeImageOf(src)
+	e.sendInline(image.AllChunks())
 	if in != nil {
 		nslot := e.arrive(od, in, now)
 		e.entriesMut(od).replace(it.Name, nslot)
@@ -454,7 +510,10 @@ func (e *Engine) XCommitSource(id XID, in *XNode, now int64) (*XNode, error) {
 	} else {
 		e.removeEntry(od, it.Name, now)
 	}
-	e.depart(src)
+	if src.isDir() {
+		od.Nlink--
+	}
+	e.departTree(src)
 	done := *it
 	done.State, done.Image = XCommitted, image
 	e.setIntent(id, &done)
@@ -483,13 +542,24 @@ func (e *Engine) XCommitTarget(id XID, image *XNode, now int64) error {
 	if err != nil {
 		return fmt.Errorf("target directory: %w", err) // cannot happen: the entry is reserved
 	}
+	if image.isDir() != (it.Flags&xDirFlag != 0) {
+		return fmt.Errorf("image of mode %o for intent of flags %#x: %w", image.Attr.Mode, it.Flags, syscall.EINVAL)
+	}
 	e.setIntent(id, nil) // unpins, so that the node may leave
-	nslot := e.arrive(nd, image, now)
+	nslot := e.arriveTree(nd, image, now)
+	if image.isDir() {
+		nd = e.node(nd.Ino) // the store may have moved it
+		nd.Nlink++
+	}
 	if _, dst := e.child(nd, it.Name); dst != nil {
-		if it.Flags&RenameExchange != 0 {
+		switch {
+		case it.Flags&RenameExchange != 0:
 			e.dropInlineOf(e.imageOf(dst).Chunks) // sent to the source with the prepare's image
 			e.depart(dst)
-		} else {
+		case dst.isDir(): // empty: pinned since the prepare
+			nd.Nlink--
+			e.dropLink(dst, now)
+		default:
 			e.dropLink(dst, now)
 		}
 		e.entriesMut(nd).replace(it.Name, nslot)
@@ -528,7 +598,7 @@ func (e *Engine) XForget(id XID, now int64) error {
 	if it.State != XCommitted {
 		return fmt.Errorf("intent not committed: %w", syscall.EBUSY)
 	}
-	e.forgetSent(it.Image.Chunks)
+	e.forgetSent(it.Image.AllChunks())
 	done := *it
 	done.State, done.Image, done.At = XDone, nil, now
 	e.setIntent(id, &done)

@@ -14,7 +14,8 @@ import (
 // image for a committed source intent (0 otherwise). An image is its
 // mode, uid, gid, size, rdev, three times, symlink target, xattrs (count,
 // then name and value each) and chunks (count, then index, the number of
-// slices and each slice's id, size, off, len, pos).
+// slices and each slice's id, size, off, len, pos); a directory's image
+// then has its entries (count, then each one's name and image).
 const xintentsMagic = "CNPYXI01"
 
 // maxCkptImageChunks bounds the chunks of one image read from a checkpoint.
@@ -71,6 +72,13 @@ func (enc *encoder) image(img *XNode) {
 			enc.uint(uint64(s.Pos))
 		}
 	}
+	if img.isDir() {
+		enc.uint(uint64(len(img.Entries)))
+		for _, ent := range img.Entries {
+			enc.str(ent.Name)
+			enc.image(ent.Node)
+		}
+	}
 }
 
 // readIntents reads the intents section, if the checkpoint has one.
@@ -121,7 +129,19 @@ func (d *decoder) readIntents(e *Engine) {
 	}
 }
 
+// image reads an image and checks it (checkImage).
 func (d *decoder) image() *XNode {
+	img := d.imageTree(0)
+	if d.err == nil {
+		if err := checkImage(img); err != nil {
+			d.err = err
+		}
+	}
+	return img
+}
+
+// imageTree reads an image depth directories below the top one.
+func (d *decoder) imageTree(depth int) *XNode {
 	img := &XNode{}
 	a := &img.Attr
 	a.Mode, a.UID, a.GID, a.Size, a.Rdev = d.uint32(), d.uint32(), d.uint32(), d.uint(), d.uint32()
@@ -149,10 +169,16 @@ func (d *decoder) image() *XNode {
 		}
 		img.Chunks = append(img.Chunks, ch)
 	}
-	if d.err == nil {
-		if err := checkImage(img); err != nil {
-			d.err = err
-		}
+	if d.err != nil || !img.isDir() {
+		return img
+	}
+	ne := d.uint()
+	if d.err == nil && (ne > MaxMoveNodes || depth >= maxMoveDepth) {
+		d.err = fmt.Errorf("directory image of %d entries at depth %d", ne, depth)
+	}
+	for i := uint64(0); i < ne && d.err == nil; i++ {
+		name := d.str(MaxNameLen)
+		img.Entries = append(img.Entries, XEntry{Name: name, Node: d.imageTree(depth + 1)})
 	}
 	return img
 }

@@ -51,8 +51,30 @@ func (e *Engine) imageOf(n *node) *XNode {
 	return img
 }
 
-// checkImage checks what an image arriving from another partition holds.
+// checkImage checks what an image arriving from another partition holds:
+// a directory's with its subtree (checkTree).
 func checkImage(img *XNode) error {
+	if img.isDir() {
+		count := 0
+		return checkTree(img, 0, &count)
+	}
+	return checkNodeImage(img)
+}
+
+// checkXattrs checks an image's xattrs: named, within the limits, in name
+// order.
+func checkXattrs(xattrs []XXattr) error {
+	for i, x := range xattrs {
+		if x.Name == "" || len(x.Name) > MaxXattrName || len(x.Value) > MaxXattrSize ||
+			i > 0 && xattrs[i-1].Name >= x.Name {
+			return fmt.Errorf("image xattr %q: %w", x.Name, syscall.EINVAL)
+		}
+	}
+	return nil
+}
+
+// checkNodeImage checks the image of a node that is not a directory.
+func checkNodeImage(img *XNode) error {
 	switch img.Attr.Mode & S_IFMT {
 	case S_IFREG, S_IFLNK, S_IFIFO, S_IFSOCK, S_IFCHR, S_IFBLK:
 	default:
@@ -64,11 +86,11 @@ func checkImage(img *XNode) error {
 	if (img.Target != "") != (img.Attr.Mode&S_IFMT == S_IFLNK) || len(img.Target) >= MaxPathLen {
 		return fmt.Errorf("image symlink target: %w", syscall.EINVAL)
 	}
-	for i, x := range img.Xattrs {
-		if x.Name == "" || len(x.Name) > MaxXattrName || len(x.Value) > MaxXattrSize ||
-			i > 0 && img.Xattrs[i-1].Name >= x.Name {
-			return fmt.Errorf("image xattr %q: %w", x.Name, syscall.EINVAL)
-		}
+	if len(img.Entries) > 0 {
+		return fmt.Errorf("image of mode %o with entries: %w", img.Attr.Mode, syscall.EINVAL)
+	}
+	if err := checkXattrs(img.Xattrs); err != nil {
+		return err
 	}
 	for i, ch := range img.Chunks {
 		if len(ch.Slices) == 0 || i > 0 && img.Chunks[i-1].Index >= ch.Index {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"errors"
 	"syscall"
 	"testing"
 )
@@ -37,11 +38,11 @@ func TestRenameAcrossEnginesWithCheckpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	xid := XID{1, 2, 3}
-	if _, _, err := src.XPrepareSource(credU1, xid, sd.Ino, "f", 0, 2, 5); err != nil {
+	if _, err := src.XPrepareSource(credU1, xid, sd.Ino, "f", 0, 2, nil, 5); err != nil {
 		t.Fatal(err)
 	}
 	src = reloadEngine(t, src)
-	if _, err := dst.XPrepareTarget(credU1, xid, dd.Ino, "g", 0, 1, false, 5); err != nil {
+	if _, err := dst.XPrepareTarget(credU1, xid, dd.Ino, "g", 0, 1, false, XSize{}, 5); err != nil {
 		t.Fatal(err)
 	}
 	dst = reloadEngine(t, dst)
@@ -49,7 +50,7 @@ func TestRenameAcrossEnginesWithCheckpoints(t *testing.T) {
 	if _, err := dst.Mknod(credRoot, dd.Ino, "g", S_IFREG|0o644, 0, 6); err != syscall.EBUSY {
 		t.Fatalf("create at a reserved name: %v, want EBUSY", err)
 	}
-	img, err := src.XCommitSource(xid, nil, 7)
+	img, err := src.XCommitSource(xid, nil, nil, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func TestRenameAcrossEnginesWithCheckpoints(t *testing.T) {
 	if got := src.IntentState(xid); got != XCommitted {
 		t.Fatalf("source intent after reload: state %d", got)
 	}
-	if again, err := src.XCommitSource(xid, nil, 8); err != nil || len(again.Chunks) != 1 {
+	if again, err := src.XCommitSource(xid, nil, nil, 8); err != nil || len(again.Chunks) != 1 {
 		t.Fatalf("second commit: %v %v", again, err)
 	}
 	if err := src.XAbort(xid); err == nil {
@@ -103,8 +104,8 @@ func TestRenameAcrossEnginesWithCheckpoints(t *testing.T) {
 		t.Fatalf("intents left: target %d, source in state %d", len(dst.Intents()), src.IntentState(xid))
 	}
 	// A retry of the rename finds it done at the source.
-	if _, state, err := src.XPrepareSource(credU1, xid, sd.Ino, "f", 0, 2, 13); err != nil || state != XDone {
-		t.Fatalf("retried prepare: state %d, %v", state, err)
+	if p, err := src.XPrepareSource(credU1, xid, sd.Ino, "f", 0, 2, nil, 13); err != nil || p.State != XDone {
+		t.Fatalf("retried prepare: state %d, %v", p.State, err)
 	}
 }
 
@@ -113,10 +114,10 @@ func TestExchangeAcrossEnginesPinsTheTarget(t *testing.T) {
 	a, _ := src.Mknod(credRoot, src.Root(), "a", S_IFREG|0o644, 0, 2)
 	b, _ := dst.Symlink(credRoot, dst.Root(), "b", "/target", 2)
 	xid := XID{9}
-	if _, _, err := src.XPrepareSource(credRoot, xid, src.Root(), "a", RenameExchange, 2, 3); err != nil {
+	if _, err := src.XPrepareSource(credRoot, xid, src.Root(), "a", RenameExchange, 2, nil, 3); err != nil {
 		t.Fatal(err)
 	}
-	imgB, err := dst.XPrepareTarget(credRoot, xid, dst.Root(), "b", RenameExchange, 1, false, 3)
+	imgB, err := dst.XPrepareTarget(credRoot, xid, dst.Root(), "b", RenameExchange, 1, false, XSize{}, 3)
 	if err != nil || imgB == nil || imgB.Target != "/target" {
 		t.Fatalf("prepare target: %+v %v", imgB, err)
 	}
@@ -130,7 +131,7 @@ func TestExchangeAcrossEnginesPinsTheTarget(t *testing.T) {
 		}
 	}
 	dst = reloadEngine(t, dst)
-	imgA, err := src.XCommitSource(xid, imgB, 5)
+	imgA, err := src.XCommitSource(xid, imgB, nil, 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,19 +171,19 @@ func TestPrepareRefusesWhatCannotMove(t *testing.T) {
 	if _, err := e.Link(credRoot, f.Ino, e.Root(), "f2", 3); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := e.XPrepareSource(credRoot, XID{1}, e.Root(), "f", 0, 2, 4); err == nil {
+	if _, err := e.XPrepareSource(credRoot, XID{1}, e.Root(), "f", 0, 2, nil, 4); err == nil {
 		t.Fatal("a file with two links moved")
 	}
-	if _, _, err := e.XPrepareSource(credRoot, XID{2}, e.Root(), "d", 0, 2, 4); err == nil {
-		t.Fatal("a directory moved")
+	if _, err := e.XPrepareSource(credRoot, XID{2}, e.Root(), "d", RenameExchange, 2, nil, 4); err != syscall.EXDEV && !errors.Is(err, syscall.EXDEV) {
+		t.Fatalf("a directory in an exchange: %v, want EXDEV", err)
 	}
-	if _, _, err := e.XPrepareSource(credU1, XID{3}, d.Ino, "none", 0, 2, 4); err != syscall.ENOENT {
+	if _, err := e.XPrepareSource(credU1, XID{3}, d.Ino, "none", 0, 2, nil, 4); err != syscall.ENOENT {
 		t.Fatalf("missing source: %v", err)
 	}
-	if _, err := e.XPrepareTarget(credU1, XID{4}, d.Ino, "x", 0, 2, false, 4); err != syscall.EACCES {
+	if _, err := e.XPrepareTarget(credU1, XID{4}, d.Ino, "x", 0, 2, false, XSize{}, 4); err != syscall.EACCES {
 		t.Fatalf("target without write permission: %v", err)
 	}
-	if _, err := e.XPrepareTarget(credRoot, XID{5}, e.Root(), "d", 0, 2, false, 4); err != syscall.EISDIR {
+	if _, err := e.XPrepareTarget(credRoot, XID{5}, e.Root(), "d", 0, 2, false, XSize{}, 4); err != syscall.EISDIR {
 		t.Fatalf("file onto a directory: %v", err)
 	}
 	if len(e.Intents()) != 0 {
@@ -219,13 +220,13 @@ func TestMovingSliceStaysListed(t *testing.T) {
 	}
 	step("before", true, false)
 	xid := XID{9}
-	if _, _, err := src.XPrepareSource(credRoot, xid, src.Root(), "f", 0, 2, 4); err != nil {
+	if _, err := src.XPrepareSource(credRoot, xid, src.Root(), "f", 0, 2, nil, 4); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dst.XPrepareTarget(credRoot, xid, dst.Root(), "g", 0, 1, false, 4); err != nil {
+	if _, err := dst.XPrepareTarget(credRoot, xid, dst.Root(), "g", 0, 1, false, XSize{}, 4); err != nil {
 		t.Fatal(err)
 	}
-	img, err := src.XCommitSource(xid, nil, 5)
+	img, err := src.XCommitSource(xid, nil, nil, 5)
 	if err != nil {
 		t.Fatal(err)
 	}

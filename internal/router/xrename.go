@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"path"
 	"syscall"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	pb "github.com/canopyfs/canopy/api/metapb"
 	"github.com/canopyfs/canopy/internal/engine"
+	"github.com/canopyfs/canopy/internal/mount"
 	"github.com/canopyfs/canopy/internal/protocol"
 	"github.com/canopyfs/canopy/internal/rpc"
 )
@@ -40,6 +42,25 @@ type xside struct {
 	parent uint64
 	path   string
 	name   string
+}
+
+// mountPointsIn returns the paths, inside virtual partition vp, of the
+// mount points of v's entries whose parent vp serves: a directory
+// moving with one below it would take the mount point along, so the
+// partition refuses it (XPrepareRequest.busy).
+func mountPointsIn(v *view, vp uint16) []string {
+	var out []string
+	v.mounts.Entries(func(e *mount.Entry) bool {
+		if e.Prefix == "/" {
+			return true
+		}
+		pe, inner, ok := v.mounts.Lookup(path.Dir(e.Prefix))
+		if ok && pe.VPart == vp {
+			out = append(out, path.Join(inner, path.Base(e.Prefix)))
+		}
+		return true
+	})
+	return out
 }
 
 // xcall makes one step's call and decodes its reply into out (nil: none).
@@ -102,8 +123,9 @@ func (r *Router) xrename(ctx context.Context, v *view, cred rpc.Cred, id engine.
 	// decision outlives a crash that lost its prepare (the decision then
 	// finds no intent, and the attempt is aborted).
 	var pa pb.XPrepareReply
+	busy := mountPointsIn(v, a.vp)
 	st, detail, err := r.xcall(withMark(ctx, rpc.MarkEarly), v, a.vp, pb.Method_XRENAME_PREPARE_SRC, cred, &pb.XPrepareRequest{
-		Parent: a.parent, Path: a.path, Name: a.name, Id: id[:], Flags: flags, Peer: uint32(b.vp)}, &pa)
+		Parent: a.parent, Path: a.path, Name: a.name, Id: id[:], Flags: flags, Peer: uint32(b.vp), Busy: busy}, &pa)
 	if err != nil {
 		return unsettled(err) // a prepared intent left behind is aborted by recovery
 	}
@@ -119,7 +141,8 @@ func (r *Router) xrename(ctx context.Context, v *view, cred rpc.Cred, id engine.
 	// 2. The target.
 	var pbr pb.XPrepareReply
 	st, detail, err = r.xcall(ctx, v, b.vp, pb.Method_XRENAME_PREPARE_DST, cred, &pb.XPrepareRequest{
-		Parent: b.parent, Path: b.path, Name: b.name, Id: id[:], Flags: flags, Peer: uint32(a.vp), SourceDir: pa.Dir}, &pbr)
+		Parent: b.parent, Path: b.path, Name: b.name, Id: id[:], Flags: flags, Peer: uint32(a.vp), SourceDir: pa.Dir,
+		Nodes: pa.Nodes, Bytes: pa.Bytes}, &pbr)
 	if err != nil {
 		abort(a.vp)
 		return unsettled(err)
@@ -131,7 +154,7 @@ func (r *Router) xrename(ctx context.Context, v *view, cred rpc.Cred, id engine.
 	// 3. The decision, at the source.
 	var ca pb.XPrepareReply
 	st, detail, err = r.xcall(ctx, v, a.vp, pb.Method_XRENAME_COMMIT_SRC, cred,
-		&pb.XIntentRequest{Ino: protocol.RootIno(a.vp), Id: id[:], Image: pbr.Image}, &ca)
+		&pb.XIntentRequest{Ino: protocol.RootIno(a.vp), Id: id[:], Image: pbr.Image, Busy: busy}, &ca)
 	if err != nil {
 		return unsettled(err) // recovery commits or aborts both sides
 	}

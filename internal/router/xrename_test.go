@@ -2,10 +2,13 @@ package router
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -251,12 +254,120 @@ func TestRenameAcrossPartitionsCycleAndDirectories(t *testing.T) {
 	if err := f.c.Rename(ctx, "/p1", "/p1/d/p1"); !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.EBUSY) {
 		t.Fatalf("a mount point into its own subtree: %v", err)
 	}
-	// Directories do not move between partitions yet.
-	if err := f.c.Rename(ctx, "/p1/d/sub", "/p2/sub"); !errors.Is(err, syscall.EXDEV) {
-		t.Fatalf("directory across partitions: %v, want EXDEV", err)
+	f.verify(t)
+}
+
+// treeOf lists the subtree at dir through c: each node's path below dir,
+// mode, size and, for a file, its bytes' checksum.
+func treeOf(t *testing.T, c *client.Client, dir string) []string {
+	t.Helper()
+	ctx := testCtx(t)
+	var out []string
+	var walk func(at string)
+	walk = func(at string) {
+		ents, err := c.ReadDir(ctx, dir+at)
+		if err != nil {
+			t.Fatalf("readdir %s: %v", dir+at, err)
+		}
+		for _, e := range ents {
+			p := at + "/" + e.Name()
+			fi, err := c.Lstat(ctx, dir+p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			line := fmt.Sprintf("%s %v %d", p, fi.Mode(), fi.Size())
+			switch {
+			case fi.IsDir():
+				walk(p)
+			case fi.Mode().IsRegular():
+				b, err := c.ReadFile(ctx, dir+p)
+				if err != nil {
+					t.Fatalf("read %s: %v", dir+p, err)
+				}
+				line += fmt.Sprintf(" %x", sha256.Sum256(b))
+			}
+			out = append(out, line)
+		}
 	}
-	if _, err := f.c.Stat(ctx, "/p1/d/sub"); err != nil {
-		t.Fatalf("the directory after the refused move: %v", err)
+	walk("")
+	slices.Sort(out)
+	return out
+}
+
+// TestDirectoryRenameAcrossPartitions: a directory moves between
+// partitions with its subtree, by path and by inode, onto a new name or an
+// empty directory; contents read back the same; a directory that is not
+// empty is not replaced, and one with a mount point below it, named by
+// inode where the router cannot see the path, does not move.
+func TestDirectoryRenameAcrossPartitions(t *testing.T) {
+	f := newXFixture(t, Config{})
+	ctx := testCtx(t)
+	c := f.c
+	for _, d := range []string{"/p1/d/tree/a/b", "/p1/d/tree/c", "/p2/d/full", "/p2/d/empty"} {
+		if err := c.MkdirAll(ctx, d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, p := range []string{"/p1/d/tree/x", "/p1/d/tree/a/y", "/p1/d/tree/a/b/z", "/p2/d/full/keep"} {
+		if err := c.WriteFile(ctx, p, bytes.Repeat([]byte{byte('a' + i)}, 1000*(i+1)), 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	big := bytes.Repeat([]byte("canopy "), 200_000) // in the object store, not inline
+	if err := c.WriteFile(ctx, "/p1/d/tree/c/big", big, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Symlink(ctx, "a/y", "/p1/d/tree/sym"); err != nil {
+		t.Fatal(err)
+	}
+	want := treeOf(t, c, "/p1/d/tree")
+
+	if err := c.Rename(ctx, "/p1/d/tree", "/p2/d/full"); !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
+		t.Fatalf("onto a directory that is not empty: %v", err)
+	}
+	if err := c.Rename(ctx, "/p1/d/tree", "/p2/d/moved"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Stat(ctx, "/p1/d/tree"); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("source after the move: %v", err)
+	}
+	if got := treeOf(t, c, "/p2/d/moved"); !slices.Equal(got, want) {
+		t.Fatalf("moved tree:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// On by inode, onto an empty directory of the root partition.
+	if err := c.MkdirAll(ctx, "/top/empty", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p2d, err := c.Stat(ctx, "/p2/d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := c.Stat(ctx, "/top")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RenameAt(ctx, p2d.Ino(), "moved", top.Ino(), "empty", 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := treeOf(t, c, "/top/empty"); !slices.Equal(got, want) {
+		t.Fatalf("tree moved on by inode:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// A mount point below: /top/empty/a is mounted from partition 2.
+	version := f.src.edit(func(rep *pb.TablesReply) {
+		setMount(rep, &pb.MountEntry{Prefix: "/top/empty/a", Vpart: 2, Target: "/d"})
+	})
+	waitVersion(t, version, f.r)
+	err = c.RenameAt(ctx, top.Ino(), "empty", p2d.Ino(), "again", 0)
+	if !errors.Is(err, syscall.EBUSY) {
+		t.Fatalf("a directory with a mount point below it, by inode: %v, want EBUSY", err)
+	}
+	if err := c.Rename(ctx, "/top/empty", "/p1/again"); !errors.Is(err, syscall.EBUSY) {
+		t.Fatalf("a directory with a mount point below it, by path: %v, want EBUSY", err)
+	}
+	for vp := range uint16(3) {
+		if n := len(f.intents(t, vp)); n != 0 {
+			t.Fatalf("vpart %d: %d intents left", vp, n)
+		}
 	}
 	f.verify(t)
 }

@@ -28,13 +28,18 @@ func dispatchXRename(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Mes
 			return nil, err
 		}
 		if m == pb.Method_XRENAME_PREPARE_SRC {
-			ino, state, err := e.XPrepareSource(c, id, parent, name, r.Flags, uint16(r.Peer), now)
+			busy, err := busyInos(e, r.Busy)
 			if err != nil {
 				return nil, err
 			}
-			return &pb.XPrepareReply{Ino: uint64(ino), State: uint32(state)}, nil
+			p, err := e.XPrepareSource(c, id, parent, name, r.Flags, uint16(r.Peer), busy, now)
+			if err != nil {
+				return nil, err
+			}
+			return &pb.XPrepareReply{Ino: uint64(p.Ino), State: uint32(p.State), Dir: p.Dir, Nodes: p.Size.Nodes, Bytes: p.Size.Bytes}, nil
 		}
-		img, err := e.XPrepareTarget(c, id, parent, name, r.Flags, uint16(r.Peer), r.SourceDir, now)
+		img, err := e.XPrepareTarget(c, id, parent, name, r.Flags, uint16(r.Peer), r.SourceDir,
+			engine.XSize{Nodes: r.Nodes, Bytes: r.Bytes}, now)
 		if err != nil {
 			return nil, err
 		}
@@ -54,7 +59,11 @@ func dispatchXRename(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Mes
 		if r.Image != nil {
 			in = imageFromPB(r.Image)
 		}
-		img, err := e.XCommitSource(id, in, now)
+		busy, err := busyInos(e, r.Busy)
+		if err != nil {
+			return nil, err
+		}
+		img, err := e.XCommitSource(id, in, busy, now)
 		if err != nil {
 			return nil, err
 		}
@@ -71,6 +80,24 @@ func dispatchXRename(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Mes
 	default: // XRENAME_STATE
 		return &pb.XIntentReply{State: uint32(e.IntentState(id))}, nil
 	}
+}
+
+// maxBusy bounds the mount points one step names.
+const maxBusy = 1 << 12
+
+// busyInos resolves the mount points a router names in this partition
+// (XPrepareRequest.busy); a path that names nothing here is left out.
+func busyInos(e *engine.Engine, paths []string) ([]engine.Ino, error) {
+	if len(paths) > maxBusy {
+		return nil, fmt.Errorf("%d mount points named: %w", len(paths), syscall.EINVAL)
+	}
+	var out []engine.Ino
+	for _, p := range paths {
+		if ino, err := e.ResolveIno(engine.Cred{}, p, false); err == nil {
+			out = append(out, ino)
+		}
+	}
+	return out, nil
 }
 
 func xid(b []byte) (engine.XID, error) {
@@ -97,10 +124,7 @@ func intentList(e *engine.Engine, now int64) *pb.XIntentListReply {
 		}
 		img := imageToPB(e, in.Image)
 		if img != nil {
-			n := 0
-			for _, s := range img.Inline {
-				n += len(s.Data)
-			}
+			n := inlineBytes(img)
 			if n > 0 && inline+n > maxListedInline {
 				continue
 			}
@@ -110,6 +134,21 @@ func intentList(e *engine.Engine, now int64) *pb.XIntentListReply {
 			AgeNs: now - in.At, Image: img, Parent: uint64(in.Parent), Name: in.Name})
 	}
 	return r
+}
+
+// inlineBytes returns the inline bytes image x carries, its subtree's
+// included.
+func inlineBytes(x *pb.XNode) int {
+	n := 0
+	for _, s := range x.Inline {
+		n += len(s.Data)
+	}
+	for _, ent := range x.Entries {
+		if ent.Node != nil {
+			n += inlineBytes(ent.Node)
+		}
+	}
+	return n
 }
 
 // imageToPB encodes img with the bytes of its slices e still holds
@@ -134,10 +173,18 @@ func imageToPB(e *engine.Engine, img *engine.XNode) *pb.XNode {
 	for _, s := range e.ImageInline(img) {
 		x.Inline = append(x.Inline, &pb.InlineSlice{Id: s.ID, Data: s.Data})
 	}
+	for _, ent := range img.Entries {
+		x.Entries = append(x.Entries, &pb.XEntry{Name: ent.Name, Node: imageToPB(e, ent.Node)})
+	}
 	return x
 }
 
+// imageFromPB decodes image x (a nil node of an entry stays nil, for the
+// engine's check to refuse).
 func imageFromPB(x *pb.XNode) *engine.XNode {
+	if x == nil {
+		return nil
+	}
 	img := &engine.XNode{Attr: engine.Attr{Mode: x.Mode, UID: x.Uid, GID: x.Gid, Size: x.Size,
 		Atime: x.AtimeNs, Mtime: x.MtimeNs, Ctime: x.CtimeNs, Rdev: x.Rdev}, Target: x.Target}
 	for _, xa := range x.Xattrs {
@@ -153,6 +200,11 @@ func imageFromPB(x *pb.XNode) *engine.XNode {
 	for _, s := range x.Inline {
 		if s != nil {
 			img.Inline = append(img.Inline, engine.InlineSlice{ID: s.Id, Data: s.Data})
+		}
+	}
+	for _, ent := range x.Entries {
+		if ent != nil {
+			img.Entries = append(img.Entries, engine.XEntry{Name: ent.Name, Node: imageFromPB(ent.Node)})
 		}
 	}
 	return img

@@ -70,7 +70,7 @@ func TestEarlySourcePrepareAndCrash(t *testing.T) {
 	if st := r.eng.IntentState(x1); st != engine.XNone {
 		t.Fatalf("the early prepare survived a crash before its sync: state %d", st)
 	}
-	if _, err := r.eng.XCommitSource(x1, nil, 1); !errors.Is(err, syscall.ETIMEDOUT) {
+	if _, err := r.eng.XCommitSource(x1, nil, nil, 1); !errors.Is(err, syscall.ETIMEDOUT) {
 		t.Fatalf("a decision after the lost prepare: %v, want ETIMEDOUT", err)
 	}
 	if _, err := r.eng.Resolve(engine.Root, "/a", false); err != nil {
