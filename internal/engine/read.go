@@ -6,9 +6,16 @@ import "syscall"
 const DefaultReaddirLimit = 1024
 
 // Lookup returns the attributes of the entry name in directory parent.
-// c needs search permission on parent.
+// c needs search permission on parent. A parent that does not exist is
+// ESTALE.
 func (e *Engine) Lookup(c Cred, parent Ino, name string) (Attr, error) {
 	d, err := e.peekDir(parent)
+	if err == syscall.ENOENT {
+		// The directory itself is gone (removed, or moved to another
+		// partition, which numbered it anew): a stale handle, as NFS and
+		// open_by_handle_at(2) say, on which a mount walks the path again.
+		return Attr{}, syscall.ESTALE
+	}
 	if err != nil {
 		return Attr{}, err
 	}

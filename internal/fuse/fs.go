@@ -134,11 +134,25 @@ func (fs *FS) observe(op string, start time.Time, st *gofuse.Status) {
 // fail converts err to a status, logging what is not a plain errno.
 func (fs *FS) fail(op string, err error) gofuse.Status {
 	st := errStatus(err)
+	if st == gofuse.ENOENT && nodeOps[op] {
+		st = gofuse.Status(syscall.ESTALE)
+	}
 	if st == gofuse.EIO || st == gofuse.Status(syscall.ETIMEDOUT) {
 		fs.log.Warn("fuse operation failed", "op", op, "err", err)
 	}
 	return st
 }
+
+// nodeOps are the operations on a node id alone. A node id the kernel
+// holds names a node that is gone (ENOENT) when another client removed it
+// or a rename moved it to another partition, which numbered it anew; such
+// an operation answers ESTALE instead, on which the kernel walks the path
+// of a path-based call again, looking every name up afresh, as for NFS's
+// stale handles: a moved node is found at its new number, and a removed
+// one is missing (ENOENT) by that lookup. A LOOKUP in a directory that is
+// gone is answered ESTALE by the service.
+var nodeOps = map[string]bool{opGetattr: true, opSetattr: true, opReadlink: true, opAccess: true,
+	opGetxattr: true, opListxattr: true, opOpen: true, opOpendir: true}
 
 // readOnly reports whether changes are refused.
 func (fs *FS) readOnly() bool { return fs.opts.ReadOnly }

@@ -167,7 +167,11 @@ func Apply(ns Namespace, op Op, now int64) (Result, error) {
 	case KGetAttrIno:
 		attr(ns.GetAttr(op.Ino))
 	case KLookupIno:
-		attr(ns.Lookup(c, op.Ino, op.Name))
+		if _, gone := ns.GetAttr(op.Ino); gone == syscall.ENOENT {
+			err = syscall.ESTALE // a stale handle, as open_by_handle_at(2) answers
+		} else {
+			attr(ns.Lookup(c, op.Ino, op.Name))
+		}
 	case KMkdirIno:
 		attr(ns.Mkdir(c, op.Ino, op.Name, op.Mode, now))
 	case KMknodIno:

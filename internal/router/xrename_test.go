@@ -533,3 +533,49 @@ func TestRenameAcrossPartitionsSpeed(t *testing.T) {
 	t.Logf("16 callers, %v each: rename within a partition %.0f ops/s, across partitions %.0f ops/s, ratio %.2f",
 		d, within, across, across/within)
 }
+
+// TestDirectoryMoveAcrossPartitionsSpeed measures moves of a directory
+// between two partitions, back and forth, with subtrees of 10, 100 and
+// 1,000 files in directories of 10 (and of 9,000 files, 9,901 nodes, near the limit
+// of one move): the milliseconds one move takes and the nodes it moves a
+// second. It runs only with CANOPY_XRENAME_BENCH set to a duration
+// (spent on each size).
+func TestDirectoryMoveAcrossPartitionsSpeed(t *testing.T) {
+	d, err := time.ParseDuration(os.Getenv(xrenameBenchEnv))
+	if err != nil || d <= 0 {
+		t.Skipf("set %s to a duration to measure", xrenameBenchEnv)
+	}
+	f := newXFixture(t, Config{})
+	ctx := testCtx(t)
+	for _, files := range []int{10, 100, 1000, 9000} {
+		top := fmt.Sprintf("/p1/t%d", files)
+		nodes := 1
+		for i := range files {
+			dir := fmt.Sprintf("%s/d%d", top, i/10)
+			if i%10 == 0 {
+				if err := f.c.MkdirAll(ctx, dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				nodes++
+			}
+			if err := f.c.WriteFile(ctx, fmt.Sprintf("%s/f%d", dir, i), []byte("small"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			nodes++
+		}
+		from, to := top, fmt.Sprintf("/p2/t%d", files)
+		moves := 0
+		start := time.Now()
+		for time.Since(start) < d || moves%2 == 1 {
+			if err := f.c.Rename(ctx, from, to); err != nil {
+				t.Fatalf("move %d of %s: %v", moves, from, err)
+			}
+			from, to = to, from
+			moves++
+		}
+		el := time.Since(start)
+		t.Logf("a directory of %d nodes across partitions: %d moves, %.1f ms a move, %.0f nodes/s",
+			nodes, moves, float64(el.Microseconds())/1000/float64(moves), float64(nodes*moves)/el.Seconds())
+	}
+	f.verify(t)
+}
