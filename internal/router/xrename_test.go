@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -547,7 +548,7 @@ func TestDirectoryMoveAcrossPartitionsSpeed(t *testing.T) {
 	}
 	f := newXFixture(t, Config{})
 	ctx := testCtx(t)
-	for _, files := range []int{10, 100, 1000, 9000} {
+	for _, files := range xbenchSizes() {
 		top := fmt.Sprintf("/p1/t%d", files)
 		nodes := 1
 		for i := range files {
@@ -578,4 +579,13 @@ func TestDirectoryMoveAcrossPartitionsSpeed(t *testing.T) {
 			nodes, moves, float64(el.Microseconds())/1000/float64(moves), float64(nodes*moves)/el.Seconds())
 	}
 	f.verify(t)
+}
+
+// xbenchSizes returns the subtree sizes (files) TestDirectoryMoveAcrossPartitionsSpeed
+// measures: CANOPY_XRENAME_BENCH_FILES, or 10, 100, 1,000 and 9,000.
+func xbenchSizes() []int {
+	if n, err := strconv.Atoi(os.Getenv("CANOPY_XRENAME_BENCH_FILES")); err == nil && n > 0 {
+		return []int{n}
+	}
+	return []int{10, 100, 1000, 9000}
 }
