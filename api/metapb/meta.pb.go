@@ -7508,9 +7508,9 @@ type XPrepareRequest struct {
 	// subtree, as the source's prepare counted them.
 	Nodes uint64 `protobuf:"varint,14,opt,name=nodes,proto3" json:"nodes,omitempty"`
 	Bytes uint64 `protobuf:"varint,15,opt,name=bytes,proto3" json:"bytes,omitempty"`
-	// Source side: the paths, in this partition, of the mount points of
-	// the namespace (the router's tables); a directory with one below it
-	// does not move (EBUSY).
+	// The paths, in this partition, of the mount points of the namespace
+	// (the router's tables): at the source, and at the target of an
+	// exchange, a directory with one below it does not move (EBUSY).
 	Busy          []string `protobuf:"bytes,16,rep,name=busy,proto3" json:"busy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -300,7 +300,7 @@ func TestInlineMovesAcrossPartitions(t *testing.T) {
 	if _, err := src.XPrepareSource(credRoot, xid, src.Root(), "f", 0, 2, nil, 3); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dst.XPrepareTarget(credRoot, xid, dst.Root(), "g", 0, 1, false, XSize{}, 3); err != nil {
+	if _, err := dst.XPrepareTarget(credRoot, xid, dst.Root(), "g", 0, 1, false, XSize{}, nil, 3); err != nil {
 		t.Fatal(err)
 	}
 	img, err := src.XCommitSource(xid, nil, nil, 4)
@@ -351,7 +351,7 @@ func TestInlineComesBackBeforeTheIntentIsForgotten(t *testing.T) {
 		if _, err := from.XPrepareSource(credRoot, xid, from.Root(), name, 0, to.part, nil, now); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := to.XPrepareTarget(credRoot, xid, to.Root(), newName, 0, from.part, false, XSize{}, now); err != nil {
+		if _, err := to.XPrepareTarget(credRoot, xid, to.Root(), newName, 0, from.part, false, XSize{}, nil, now); err != nil {
 			t.Fatal(err)
 		}
 		img, err := from.XCommitSource(xid, nil, nil, now)
@@ -423,7 +423,7 @@ func TestCloneRefusesAPinnedNode(t *testing.T) {
 	if _, err := e.Commit(credRoot, f.Ino, []SliceWrite{{Slice: Slice{ID: id, Size: 5, Len: 5}}}, 5, 0, 2); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.XPrepareTarget(credRoot, XID{3}, dir.Ino, "f", RenameExchange, 1, false, XSize{}, 3); err != nil {
+	if _, err := e.XPrepareTarget(credRoot, XID{3}, dir.Ino, "f", RenameExchange, 1, false, XSize{}, nil, 3); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.Clone(credRoot, dir.Ino, e.Root(), "copy", 4); !errors.Is(err, syscall.EBUSY) {

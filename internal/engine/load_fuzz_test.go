@@ -126,7 +126,7 @@ func intentsSeed(tb testing.TB) []byte {
 	if _, err := e.XPrepareSource(credRoot, XID{1}, e.Root(), "a", 0, 4, nil, 4); err != nil {
 		tb.Fatal(err)
 	}
-	if _, err := e.XPrepareTarget(credRoot, XID{2}, e.Root(), "b", RenameExchange, 4, false, XSize{}, 4); err != nil {
+	if _, err := e.XPrepareTarget(credRoot, XID{2}, e.Root(), "b", RenameExchange, 4, false, XSize{}, nil, 4); err != nil {
 		tb.Fatal(err)
 	}
 	if _, err := e.XPrepareSource(credRoot, XID{3}, e.Root(), "c", 0, 4, nil, 4); err != nil {
@@ -151,7 +151,7 @@ func intentsSeed(tb testing.TB) []byte {
 	if _, err := e.Mkdir(credRoot, e.Root(), "empty", 0o755, 6); err != nil {
 		tb.Fatal(err)
 	}
-	if _, err := e.XPrepareTarget(credRoot, XID{7}, e.Root(), "empty", 0, 4, true, XSize{Nodes: 3}, 6); err != nil {
+	if _, err := e.XPrepareTarget(credRoot, XID{7}, e.Root(), "empty", 0, 4, true, XSize{Nodes: 3}, nil, 6); err != nil {
 		tb.Fatal(err)
 	}
 	var buf bytes.Buffer

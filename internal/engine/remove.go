@@ -32,8 +32,8 @@ func (e *Engine) prepareRemove(c Cred, parent Ino, name string, dotErr func(stri
 	if err = e.mayDelete(c, d, victim); err != nil {
 		return nil, nil, err
 	}
-	if e.reserved(d.Ino, name) {
-		return nil, nil, syscall.EBUSY // a rename across partitions is about to replace it
+	if e.reserved(d.Ino, name) || e.pinned(d.Ino) {
+		return nil, nil, syscall.EBUSY // a rename across partitions is about to replace it (or to move d)
 	}
 	return d, victim, nil
 }

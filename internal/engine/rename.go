@@ -78,7 +78,7 @@ func (e *Engine) Rename(c Cred, parent Ino, name string, newParent Ino, newName 
 	if src == dst {
 		return nil
 	}
-	if e.reserved(od.Ino, name) || e.reserved(nd.Ino, newName) || e.pinned(nd.Ino) || exchange && e.pinned(od.Ino) {
+	if e.reserved(od.Ino, name) || e.reserved(nd.Ino, newName) || e.pinned(nd.Ino) || e.pinned(od.Ino) {
 		return syscall.EBUSY // a rename across partitions is about to change the entry
 	}
 	if err := e.checkRenamePerms(c, od, src, nd, dst, exchange); err != nil {

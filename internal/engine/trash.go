@@ -186,7 +186,7 @@ func (e *Engine) toTrash(d *node, name string, victim *node, now int64) bool {
 // moveEntry moves the entry name of directory from, naming n, to the free
 // name newName of directory to, with the quotas' accounting of a rename.
 func (e *Engine) moveEntry(from *node, name string, n *node, to *node, newName string, now int64) error {
-	if e.pinned(to.Ino) {
+	if e.pinned(to.Ino) || e.pinned(from.Ino) {
 		return syscall.EBUSY // an empty directory a directory from another partition replaces
 	}
 	if e.quota.dirs != nil {

@@ -205,6 +205,9 @@ func (e *Engine) repin() {
 				e.xr.nodes = make(map[Ino]struct{})
 			}
 			e.xr.nodes[in.Ino] = struct{}{}
+			if n := e.st.peek(in.Ino); in.Flags&RenameExchange != 0 && n != nil && n.isDir() {
+				e.pinBelow(n) // its image went to the source: nothing in it may change
+			}
 		}
 	}
 }
@@ -322,9 +325,6 @@ func (e *Engine) prepareSource(c Cred, id XID, parent Ino, name string, flags ui
 		return XSourceNode{}, err
 	}
 	if src.isDir() {
-		if flags&RenameExchange != 0 {
-			return XSourceNode{}, fmt.Errorf("directory %d in an exchange across partitions: %w", src.Ino, syscall.EXDEV)
-		}
 		if err := e.access(c, src, mayWrite); err != nil {
 			return XSourceNode{}, err // its ".." changes, as in Rename
 		}
@@ -345,7 +345,11 @@ func (e *Engine) prepareSource(c Cred, id XID, parent Ino, name string, flags ui
 // brings size (its subtree, as the source counted it): the inode numbers
 // and directory quotas here must have room for it; an empty directory
 // it replaces is pinned, so that nothing is made in it meanwhile.
-func (e *Engine) XPrepareTarget(c Cred, id XID, parent Ino, name string, flags uint32, peer uint16, srcDir bool, size XSize, now int64) (*XNode, error) {
+//
+// In an exchange the target node moves to the source, a directory with its
+// subtree: busy names the namespace's mount points in this partition, and
+// the whole subtree is pinned until the intent goes.
+func (e *Engine) XPrepareTarget(c Cred, id XID, parent Ino, name string, flags uint32, peer uint16, srcDir bool, size XSize, busy []Ino, now int64) (*XNode, error) {
 	if flags&^(RenameNoReplace|RenameExchange) != 0 || flags == RenameNoReplace|RenameExchange {
 		return nil, syscall.EINVAL
 	}
@@ -355,7 +359,7 @@ func (e *Engine) XPrepareTarget(c Cred, id XID, parent Ino, name string, flags u
 			return nil, fmt.Errorf("intent held as the source: %w", syscall.EEXIST)
 		}
 		if exchange && in.State == XPrepared {
-			return e.imageOf(e.node(in.Ino)), nil
+			return e.treeImageOf(e.node(in.Ino)), nil
 		}
 		return nil, nil
 	}
@@ -381,9 +385,6 @@ func (e *Engine) XPrepareTarget(c Cred, id XID, parent Ino, name string, flags u
 		return nil, syscall.EEXIST
 	case exchange && dst == nil:
 		return nil, syscall.ENOENT
-	}
-	if srcDir && exchange {
-		return nil, fmt.Errorf("a directory in an exchange across partitions: %w", syscall.EXDEV)
 	}
 	if srcDir && (size.Nodes == 0 || size.Nodes > MaxMoveNodes) {
 		return nil, fmt.Errorf("a directory of %d nodes: %w", size.Nodes, syscall.EINVAL)
@@ -414,7 +415,8 @@ func (e *Engine) XPrepareTarget(c Cred, id XID, parent Ino, name string, flags u
 			return nil, err
 		}
 		switch {
-		case !exchange && !srcDir && dst.isDir():
+		case exchange:
+		case !srcDir && dst.isDir():
 			return nil, syscall.EISDIR
 		case srcDir && !dst.isDir():
 			return nil, syscall.ENOTDIR
@@ -423,16 +425,26 @@ func (e *Engine) XPrepareTarget(c Cred, id XID, parent Ino, name string, flags u
 		case srcDir && e.pinned(dst.Ino):
 			return nil, syscall.EBUSY
 		}
-		if srcDir {
+		if srcDir && !exchange {
 			if err := e.roomFor(nd, srcDir, XSize{Nodes: size.Nodes - 1, Bytes: size.Bytes}); err != nil {
 				return nil, err // the directory replaced frees one node
 			}
 		}
 		if exchange {
-			if err := e.movable(dst); err != nil {
+			if dst.isDir() {
+				if err := e.access(c, dst, mayWrite); err != nil {
+					return nil, err // its ".." changes, as in Rename
+				}
+			}
+			if _, err := e.movableAny(dst, busy); err != nil {
 				return nil, err
 			}
-			image = e.imageOf(dst)
+			if srcDir {
+				if err := e.roomFor(nd, srcDir, size); err != nil {
+					return nil, err
+				}
+			}
+			image = e.treeImageOf(dst)
 		}
 	}
 	if srcDir {
@@ -497,16 +509,24 @@ func (e *Engine) XCommitSource(id XID, in *XNode, busy []Ino, now int64) (*XNode
 		if err := checkImage(in); err != nil {
 			return nil, err
 		}
-		if e.next >= 1<<localBits {
-			return nil, syscall.ENOSPC
+		if in.isDir() {
+			if err := e.roomFor(od, true, in.size()); err != nil {
+				return nil, err
+			}
+		} else if e.next >= 1<<localBits {
+			return nil, syscall.ENOSPC // one node for another: no quota grows
 		}
 	}
 	image := e.treeImageOf(src)
 	e.sendInline(image.AllChunks())
 	if in != nil {
-		nslot := e.arrive(od, in, now)
+		nslot := e.arriveTree(od, in, now)
+		od = e.node(od.Ino) // the store may have moved it
 		e.entriesMut(od).replace(it.Name, nslot)
 		od.Mtime, od.Ctime = now, now
+		if in.isDir() {
+			od.Nlink++
+		}
 	} else {
 		e.removeEntry(od, it.Name, now)
 	}
@@ -554,8 +574,11 @@ func (e *Engine) XCommitTarget(id XID, image *XNode, now int64) error {
 	if _, dst := e.child(nd, it.Name); dst != nil {
 		switch {
 		case it.Flags&RenameExchange != 0:
-			e.dropInlineOf(e.imageOf(dst).Chunks) // sent to the source with the prepare's image
-			e.depart(dst)
+			e.dropInlineOf(e.treeImageOf(dst).AllChunks()) // sent to the source with the prepare's image
+			if dst.isDir() {
+				nd.Nlink--
+			}
+			e.departTree(dst)
 		case dst.isDir(): // empty: pinned since the prepare
 			nd.Nlink--
 			e.dropLink(dst, now)

@@ -258,3 +258,27 @@ func checkTree(img *XNode, depth int, count *int) error {
 	}
 	return nil
 }
+
+// pinBelow pins every node below directory d (repin).
+func (e *Engine) pinBelow(d *node) {
+	e.entries(d).each(func(_ []byte, slot uint32) bool {
+		n := e.peekAt(slot)
+		e.xr.nodes[n.Ino] = struct{}{}
+		if n.isDir() {
+			e.pinBelow(n)
+		}
+		return true
+	})
+}
+
+// size counts img's tree as XSize does: its nodes and their quota bytes.
+func (img *XNode) size() XSize {
+	var s XSize
+	img.walk(func(n *XNode) {
+		s.Nodes++
+		if n.Attr.Mode&S_IFMT == S_IFREG { // as bytesOf
+			s.Bytes += n.Attr.Size
+		}
+	})
+	return s
+}

@@ -110,7 +110,7 @@ func TestDirectoryMovesAcrossEngines(t *testing.T) {
 		t.Fatalf("prepare: %+v %v", p, err)
 	}
 	src = reloadEngine(t, src)
-	if _, err := dst.XPrepareTarget(credU1, xid, dd.Ino, "moved", 0, 1, true, p.Size, 8); err != nil {
+	if _, err := dst.XPrepareTarget(credU1, xid, dd.Ino, "moved", 0, 1, true, p.Size, nil, 8); err != nil {
 		t.Fatal(err)
 	}
 	dst = reloadEngine(t, dst)
@@ -198,14 +198,11 @@ func TestDirectoryReplacesEmptyDirectory(t *testing.T) {
 	}
 	empty, _ := dst.Mkdir(credRoot, dst.Root(), "empty", 0o755, 2)
 	for name, want := range map[string]error{"full": syscall.ENOTEMPTY, "file": syscall.ENOTDIR} {
-		if _, err := dst.XPrepareTarget(credRoot, XID{1}, dst.Root(), name, 0, 1, true, p.Size, 9); !errors.Is(err, want) {
+		if _, err := dst.XPrepareTarget(credRoot, XID{1}, dst.Root(), name, 0, 1, true, p.Size, nil, 9); !errors.Is(err, want) {
 			t.Fatalf("onto %s: %v, want %v", name, err, want)
 		}
 	}
-	if _, err := dst.XPrepareTarget(credRoot, XID{1}, dst.Root(), "empty", RenameExchange, 1, true, p.Size, 9); !errors.Is(err, syscall.EXDEV) {
-		t.Fatalf("exchange with a directory: %v, want EXDEV", err)
-	}
-	if _, err := dst.XPrepareTarget(credRoot, XID{1}, dst.Root(), "empty", 0, 1, true, p.Size, 9); err != nil {
+	if _, err := dst.XPrepareTarget(credRoot, XID{1}, dst.Root(), "empty", 0, 1, true, p.Size, nil, 9); err != nil {
 		t.Fatal(err)
 	}
 	dst = reloadEngine(t, dst) // the pin survives the checkpoint
@@ -318,4 +315,97 @@ func mustLookupIn(t *testing.T, e *Engine, dir Ino, name string) Ino {
 		t.Fatal(err)
 	}
 	return a.Ino
+}
+
+// TestDirectoryExchangeAcrossEngines: RENAME_EXCHANGE across partitions
+// with directories, a tree for a directory holding a file, then for a
+// file: each side ends with the other's tree; the target's subtree,
+// whose image went to the source at its prepare, is pinned until the
+// commit (nothing made, removed or renamed in it), across a checkpoint.
+func TestDirectoryExchangeAcrossEngines(t *testing.T) {
+	src, dst := New(1, 1), New(2, 1)
+	top := moveTree(t, src)
+	wantTop := treeListing(t, src, top)
+	other, _ := dst.Mkdir(credRoot, dst.Root(), "other", 0o755, 2)
+	inner, _ := dst.Mkdir(credRoot, other.Ino, "inner", 0o755, 2)
+	if _, err := dst.Mknod(credRoot, inner.Ino, "kept", S_IFREG|0o600, 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	wantOther := treeListing(t, dst, other.Ino)
+	srcLinks, dstLinks := mustAttr(t, src, src.Root()).Nlink, mustAttr(t, dst, dst.Root()).Nlink
+
+	xid := XID{3}
+	p, err := src.XPrepareSource(credRoot, xid, src.Root(), "top", RenameExchange, 2, nil, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	imgOther, err := dst.XPrepareTarget(credRoot, xid, dst.Root(), "other", RenameExchange, 1, p.Dir, p.Size, nil, 10)
+	if err != nil || imgOther == nil || len(imgOther.Entries) != 1 {
+		t.Fatalf("target's prepare: %+v %v", imgOther, err)
+	}
+	dst = reloadEngine(t, dst)
+	for what, err := range map[string]error{
+		"create below": func() error { _, err := dst.Mknod(credRoot, inner.Ino, "new", S_IFREG|0o644, 0, 11); return err }(),
+		"unlink below": dst.Unlink(credRoot, inner.Ino, "kept", 11),
+		"rename out":   dst.Rename(credRoot, inner.Ino, "kept", dst.Root(), "out", 0, 11),
+		"chmod below": func() error {
+			_, err := dst.SetAttr(credRoot, inner.Ino, SetAttr{Valid: SetMode, Mode: 0o700}, 11)
+			return err
+		}(),
+		"mkdir at top":  func() error { _, err := dst.Mkdir(credRoot, other.Ino, "x", 0o755, 11); return err }(),
+		"rmdir the top": dst.Rmdir(credRoot, dst.Root(), "other", 11),
+	} {
+		if !errors.Is(err, syscall.EBUSY) {
+			t.Errorf("%s of the pinned tree: %v, want EBUSY", what, err)
+		}
+	}
+	imgTop, err := src.XCommitSource(xid, imgOther, nil, 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.XCommitTarget(xid, imgTop, 13); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.XForget(xid, 14); err != nil {
+		t.Fatal(err)
+	}
+	src, dst = reloadEngine(t, src), reloadEngine(t, dst)
+	if got := treeListing(t, src, mustLookup(t, src, "top")); !slices.Equal(got, wantOther) {
+		t.Fatalf("source's top after the exchange:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantOther, "\n"))
+	}
+	if got := treeListing(t, dst, mustLookup(t, dst, "other")); !slices.Equal(got, wantTop) {
+		t.Fatalf("target's other after the exchange:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantTop, "\n"))
+	}
+	if a, b := mustAttr(t, src, src.Root()).Nlink, mustAttr(t, dst, dst.Root()).Nlink; a != srcLinks || b != dstLinks {
+		t.Fatalf("roots' links %d and %d after a directory for a directory, want %d and %d", a, b, srcLinks, dstLinks)
+	}
+	// A directory for a file: the link counts follow.
+	if _, err := dst.Mknod(credRoot, dst.Root(), "file", S_IFREG|0o644, 0, 15); err != nil {
+		t.Fatal(err)
+	}
+	xid = XID{4}
+	if p, err = src.XPrepareSource(credRoot, xid, src.Root(), "top", RenameExchange, 2, nil, 16); err != nil {
+		t.Fatal(err)
+	}
+	imgFile, err := dst.XPrepareTarget(credRoot, xid, dst.Root(), "file", RenameExchange, 1, p.Dir, p.Size, nil, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if imgTop, err = src.XCommitSource(xid, imgFile, nil, 17); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.XCommitTarget(xid, imgTop, 18); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := src.Lookup(credRoot, src.Root(), "top"); err != nil || a.Mode&S_IFMT != S_IFREG {
+		t.Fatalf("source's top: %+v %v, want the file", a, err)
+	}
+	if a, b := mustAttr(t, src, src.Root()).Nlink, mustAttr(t, dst, dst.Root()).Nlink; a != srcLinks-1 || b != dstLinks+1 {
+		t.Fatalf("roots' links %d and %d after a directory for a file, want %d and %d", a, b, srcLinks-1, dstLinks+1)
+	}
+	for _, e := range []*Engine{src, dst} {
+		if err := e.Check(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -63,6 +63,15 @@ func mountPointsIn(v *view, vp uint16) []string {
 	return out
 }
 
+// targetBusy returns, for an exchange, the mount points in the target's
+// partition vp (its node moves to the source too); none otherwise.
+func targetBusy(v *view, vp uint16, flags uint32) []string {
+	if flags&engine.RenameExchange == 0 {
+		return nil
+	}
+	return mountPointsIn(v, vp)
+}
+
 // xcall makes one step's call and decodes its reply into out (nil: none).
 // A transport failure is errUnsettled; a refusal is its errno, with the
 // partition's detail.
@@ -142,7 +151,7 @@ func (r *Router) xrename(ctx context.Context, v *view, cred rpc.Cred, id engine.
 	var pbr pb.XPrepareReply
 	st, detail, err = r.xcall(ctx, v, b.vp, pb.Method_XRENAME_PREPARE_DST, cred, &pb.XPrepareRequest{
 		Parent: b.parent, Path: b.path, Name: b.name, Id: id[:], Flags: flags, Peer: uint32(a.vp), SourceDir: pa.Dir,
-		Nodes: pa.Nodes, Bytes: pa.Bytes}, &pbr)
+		Nodes: pa.Nodes, Bytes: pa.Bytes, Busy: targetBusy(v, b.vp, flags)}, &pbr)
 	if err != nil {
 		abort(a.vp)
 		return unsettled(err)

@@ -38,8 +38,12 @@ func dispatchXRename(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Mes
 			}
 			return &pb.XPrepareReply{Ino: uint64(p.Ino), State: uint32(p.State), Dir: p.Dir, Nodes: p.Size.Nodes, Bytes: p.Size.Bytes}, nil
 		}
+		busy, err := busyInos(e, r.Busy)
+		if err != nil {
+			return nil, err
+		}
 		img, err := e.XPrepareTarget(c, id, parent, name, r.Flags, uint16(r.Peer), r.SourceDir,
-			engine.XSize{Nodes: r.Nodes, Bytes: r.Bytes}, now)
+			engine.XSize{Nodes: r.Nodes, Bytes: r.Bytes}, busy, now)
 		if err != nil {
 			return nil, err
 		}

@@ -57,6 +57,15 @@ func FuzzApply(f *testing.F) {
 	seed(pb.Method_SETATTR, &pb.SetattrRequest{Ino: 3, Valid: 8, Size: 10})
 	seed(pb.Method_LINK, &pb.LinkRequest{Ino: 4, NewParent: 1, NewName: "back"})
 	seed(pb.Method_CLOSE, &pb.NodeRequest{Ino: 4})
+	xid := make([]byte, engine.XIDLen)
+	seed(pb.Method_XRENAME_PREPARE_SRC, &pb.XPrepareRequest{Path: "/a", Id: xid, Peer: 2, Busy: []string{"/a/f", "/nowhere", ""}})
+	seed(pb.Method_XRENAME_PREPARE_DST, &pb.XPrepareRequest{Parent: 1, Name: "a", Id: xid, Peer: 2, Flags: 2, SourceDir: true, Nodes: 3, Bytes: 1 << 40})
+	tree := &pb.XNode{Mode: 0o40755, Entries: []*pb.XEntry{
+		{Name: "f", Node: &pb.XNode{Mode: 0o100644, Size: 10, Chunks: []*pb.XChunk{{Slices: []*pb.XSlice{{Id: 1<<48 + 1, Size: 10, Len: 10}}}}}},
+		{Name: "d", Node: &pb.XNode{Mode: 0o40700, Entries: []*pb.XEntry{{Name: "..", Node: nil}}}},
+	}}
+	seed(pb.Method_XRENAME_COMMIT_DST, &pb.XIntentRequest{Ino: 1, Id: xid, Image: tree})
+	seed(pb.Method_XRENAME_COMMIT_SRC, &pb.XIntentRequest{Ino: 1, Id: xid, Image: tree, Busy: []string{"/a"}})
 	f.Add(uint16(9999), []byte{0xff, 0x01}, uint32(1000))
 
 	f.Fuzz(func(t *testing.T, method uint16, payload []byte, uid uint32) {
