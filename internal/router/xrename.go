@@ -174,14 +174,20 @@ func (r *Router) xrename(ctx context.Context, v *view, cred rpc.Cred, id engine.
 		}
 		return fail(st, detail)
 	}
-	if ca.Image == nil { // done meanwhile by another attempt
+	if ca.Image == nil {
+		// Done meanwhile by another attempt of the same call, which the
+		// target committed: the target intent this attempt prepared
+		// after that is a stale one.
+		abort(b.vp)
 		return 0, nil, ""
 	}
 	// 4. The target. The rename has happened; what fails here the
-	// recovery pass finishes.
+	// recovery pass finishes, and the client, told to retry, is answered
+	// once the target has the node (retryCommitted), so that a success
+	// means the node is at its new name.
 	if err := r.commitTarget(ctx, v, cred, id, b.vp, ca.Image); err != nil {
 		r.log.Warn("rename across partitions committed; the target is left to recovery", "err", err)
-		return 0, nil, ""
+		return unsettled(err)
 	}
 	// 5. The source forgets, after the reply: the client waits for
 	// nothing more. A source left committed is forgotten by recovery.
@@ -199,16 +205,26 @@ func (r *Router) xrename(ctx context.Context, v *view, cred rpc.Cred, id engine.
 
 // retryCommitted finishes a rename whose source committed in an earlier
 // attempt: the image comes again from the source's commit, which answers
-// a committed intent with it.
+// a committed intent with it. It answers success once the target has the
+// node (a source that forgot the intent since says so), and has the client
+// retry while it could not learn that.
 func (r *Router) retryCommitted(ctx context.Context, v *view, cred rpc.Cred, id engine.XID, src, dst uint16) (uint32, []byte, string) {
 	var ca pb.XPrepareReply
-	st, _, err := r.xcall(ctx, v, src, pb.Method_XRENAME_COMMIT_SRC, cred,
+	st, detail, err := r.xcall(ctx, v, src, pb.Method_XRENAME_COMMIT_SRC, cred,
 		&pb.XIntentRequest{Ino: protocol.RootIno(src), Id: id[:]}, &ca)
-	if err == nil && st == 0 && ca.Image != nil {
-		err = r.finishTarget(ctx, v, cred, id, src, dst, ca.Image)
+	if err == nil && st != 0 {
+		err = fmt.Errorf("%w: commit at vpart %d: errno %d: %s", errUnsettled, src, st, detail)
+	}
+	if err == nil && ca.Image != nil {
+		if err = r.commitTarget(ctx, v, cred, id, dst, ca.Image); err == nil {
+			if ferr := r.forget(ctx, v, cred, id, src); ferr != nil {
+				r.log.Debug("forget a rename across partitions; left to recovery", "err", ferr)
+			}
+		}
 	}
 	if err != nil {
 		r.log.Warn("rename across partitions committed; the target is left to recovery", "err", err)
+		return 0, nil, err.Error() // the client retries
 	}
 	return 0, nil, ""
 }
@@ -308,7 +324,10 @@ func (r *Router) RecoverOnce(ctx context.Context, grace time.Duration) int {
 			case in.Role == engine.XTarget && time.Duration(in.AgeNs) > grace:
 				var state pb.XIntentReply
 				st, _, err := r.xcall(cctx, v, peer, pb.Method_XRENAME_STATE, root, &pb.XIntentRequest{Ino: protocol.RootIno(peer), Id: id[:]}, &state)
-				if err == nil && st == 0 && state.State == engine.XNone {
+				// Nothing at the source: it was aborted. Done at the source:
+				// the target committed long ago, and this is a late prepare
+				// of a retry of the same call. Either way it goes.
+				if err == nil && st == 0 && (state.State == engine.XNone || state.State == engine.XDone) {
 					st, _, err = r.xcall(cctx, v, vp, pb.Method_XRENAME_ABORT, root, &pb.XIntentRequest{Ino: protocol.RootIno(vp), Id: id[:]}, nil)
 					ok = err == nil && st == 0
 				}

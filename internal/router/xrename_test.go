@@ -447,6 +447,25 @@ func TestRenameAcrossPartitionsRecovers(t *testing.T) {
 	if call(pb.Method_XRENAME_PREPARE_DST, &pb.XPrepareRequest{Path: "/p2/d/lone", Id: lone, Peer: 1}, nil) != 0 {
 		t.Fatal("prepare lone target")
 	}
+	// A late prepare at the target of a rename already done (a retry of the
+	// client's call that prepared the source before the first attempt
+	// finished) leaves a target intent whose source says "done": it is
+	// aborted too, or its name would stay reserved for ever.
+	if err := f.c.WriteFile(ctx, "/p1/d/late", []byte("late"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	late := []byte("late-prepare----")
+	var img pb.XPrepareReply
+	if call(pb.Method_XRENAME_PREPARE_SRC, &pb.XPrepareRequest{Path: "/p1/d/late", Id: late, Peer: 2}, nil) != 0 ||
+		call(pb.Method_XRENAME_PREPARE_DST, &pb.XPrepareRequest{Path: "/p2/d/late", Id: late, Peer: 1}, nil) != 0 ||
+		call(pb.Method_XRENAME_COMMIT_SRC, &pb.XIntentRequest{Ino: protocol.RootIno(1), Id: late}, &img) != 0 ||
+		call(pb.Method_XRENAME_COMMIT_DST, &pb.XIntentRequest{Ino: protocol.RootIno(2), Id: late, Image: img.Image}, nil) != 0 ||
+		call(pb.Method_XRENAME_FORGET, &pb.XIntentRequest{Ino: protocol.RootIno(1), Id: late}, nil) != 0 {
+		t.Fatal("the steps of a rename")
+	}
+	if call(pb.Method_XRENAME_PREPARE_DST, &pb.XPrepareRequest{Path: "/p2/d/other", Id: late, Peer: 1}, nil) != 0 {
+		t.Fatal("late prepare of the target")
+	}
 	time.Sleep(2 * time.Millisecond) // past the grace of 1 ms, by the partitions' clocks
 	for i := 0; ; i++ {
 		f.r.RecoverOnce(ctx, time.Millisecond)
@@ -457,7 +476,10 @@ func TestRenameAcrossPartitionsRecovers(t *testing.T) {
 			t.Fatalf("intents left: %v %v", f.intents(t, 1), f.intents(t, 2))
 		}
 	}
-	for name, at := range map[string]string{"one": "/p1/d/", "two": "/p1/d/", "three": "/p2/d/"} {
+	if _, err := f.c.Create(ctx, "/p2/d/other", 0o644); err != nil {
+		t.Fatalf("the name a late prepare reserved, after recovery: %v", err)
+	}
+	for name, at := range map[string]string{"one": "/p1/d/", "two": "/p1/d/", "three": "/p2/d/", "late": "/p2/d/"} {
 		got, err := f.c.ReadFile(ctx, at+name)
 		if err != nil || string(got) != name {
 			t.Errorf("%s: %q %v, want it in %s", name, got, err, at)
