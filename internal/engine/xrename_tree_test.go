@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -402,6 +403,106 @@ func TestDirectoryExchangeAcrossEngines(t *testing.T) {
 	}
 	if a, b := mustAttr(t, src, src.Root()).Nlink, mustAttr(t, dst, dst.Root()).Nlink; a != srcLinks-1 || b != dstLinks+1 {
 		t.Fatalf("roots' links %d and %d after a directory for a file, want %d and %d", a, b, srcLinks-1, dstLinks+1)
+	}
+	for _, e := range []*Engine{src, dst} {
+		if err := e.Check(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestPackedDirectoryMoves: directories the idle sweep packed (with their
+// children's nodes) move like any other, at both ends of an exchange,
+// and both engines pass the invariant check, also after a reload.
+func TestPackedDirectoryMoves(t *testing.T) {
+	src, dst := New(1, 1), New(2, 1)
+	top := moveTree(t, src)
+	want := treeListing(t, src, top)
+	other, _ := dst.Mkdir(credRoot, dst.Root(), "other", 0o755, 2)
+	if _, err := dst.Mknod(credRoot, other.Ino, "kept", S_IFREG|0o600, 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []*Engine{src, dst} {
+		for e.CompactIdle(1<<20) > 0 {
+		}
+		if e.PackedDirs() == 0 {
+			t.Fatal("nothing packed")
+		}
+	}
+	p, err := src.XPrepareSource(credRoot, XID{5}, src.Root(), "top", RenameExchange, 2, nil, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []*Engine{src, dst} { // packed again after the prepare's walk
+		for e.CompactIdle(1<<20) > 0 {
+		}
+	}
+	imgOther, err := dst.XPrepareTarget(credRoot, XID{5}, dst.Root(), "other", RenameExchange, 1, p.Dir, p.Size, nil, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []*Engine{src, dst} {
+		for e.CompactIdle(1<<20) > 0 {
+		}
+	}
+	imgTop, err := src.XCommitSource(XID{5}, imgOther, nil, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.XCommitTarget(XID{5}, imgTop, 12); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []*Engine{src, dst} {
+		if err := e.Check(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src, dst = reloadEngine(t, src), reloadEngine(t, dst)
+	if got := treeListing(t, dst, mustLookup(t, dst, "other")); !slices.Equal(got, want) {
+		t.Fatalf("moved packed tree:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if _, err := src.Lookup(credRoot, mustLookup(t, src, "top"), "kept"); err != nil {
+		t.Fatalf("the packed directory that went the other way: %v", err)
+	}
+}
+
+// TestDirectoryMoveUnderFreeze: a frozen view taken before a directory
+// leaves (and one before it arrives) writes, after the move, the very
+// checkpoint it would have written before it: the move changes only the
+// live engine.
+func TestDirectoryMoveUnderFreeze(t *testing.T) {
+	src, dst := New(1, 1), New(2, 1)
+	moveTree(t, src)
+	p, err := src.XPrepareSource(credRoot, XID{6}, src.Root(), "top", 0, 2, nil, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dst.XPrepareTarget(credRoot, XID{6}, dst.Root(), "top", 0, 1, p.Dir, p.Size, nil, 10); err != nil {
+		t.Fatal(err)
+	}
+	var before [2]bytes.Buffer
+	frozen := [2]*Frozen{src.Freeze(), dst.Freeze()}
+	for i, f := range frozen {
+		if err := f.WriteCheckpoint(&before[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	img, err := src.XCommitSource(XID{6}, nil, nil, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.XCommitTarget(XID{6}, img, 12); err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range frozen {
+		var after bytes.Buffer
+		if err := f.WriteCheckpoint(&after); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(after.Bytes(), before[i].Bytes()) {
+			t.Fatalf("engine %d: the frozen view changed with the move", i)
+		}
+		f.Release()
 	}
 	for _, e := range []*Engine{src, dst} {
 		if err := e.Check(); err != nil {
