@@ -84,19 +84,8 @@ func countingMount(t *testing.T, opts Options) (*fixture, callCounter, callCount
 	if err != nil {
 		t.Fatal(err)
 	}
-	mnt := filepath.Join(t.TempDir(), "mnt")
-	must(t, os.Mkdir(mnt, 0o755))
 	opts.Metrics = freg
-	m, err := MountAt(c, mnt, opts)
-	if err != nil {
-		c.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		unmountBounded(t, m)
-		c.Close()
-	})
-	return &fixture{mnt: mnt, c: c, m: m, addr: addr},
+	return mountClient(t, c, addr, opts),
 		callCounter{sreg, "canopy_rpc_calls_total", "method"},
 		callCounter{freg, "canopy_fuse_operations_total", "op"}
 }

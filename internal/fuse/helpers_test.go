@@ -58,8 +58,16 @@ func mountTestClient(t testing.TB, opts Options, copts client.Options) *fixture 
 	if err != nil {
 		t.Fatal(err)
 	}
+	return mountClient(t, c, addr, opts)
+}
+
+// mountClient mounts c's namespace (served at addr) in a fresh temporary
+// directory; the mount is unmounted and c closed when the test ends.
+func mountClient(t testing.TB, c *client.Client, addr string, opts Options) *fixture {
+	t.Helper()
 	mnt := filepath.Join(t.TempDir(), "mnt")
 	if err := os.Mkdir(mnt, 0o755); err != nil {
+		c.Close()
 		t.Fatal(err)
 	}
 	m, err := MountAt(c, mnt, opts)

@@ -32,18 +32,7 @@ func (f *fixture) secondMount(t *testing.T, dir string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mnt := filepath.Join(t.TempDir(), "mnt2")
-	must(t, os.Mkdir(mnt, 0o755))
-	m, err := MountAt(c, mnt, Options{})
-	if err != nil {
-		c.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		unmountBounded(t, m)
-		c.Close()
-	})
-	return filepath.Join(mnt, f.rel(dir))
+	return filepath.Join(mountClient(t, c, f.addr, Options{}).mnt, f.rel(dir))
 }
 
 // noEINTR retries a call that a signal to this process interrupted (the

@@ -56,20 +56,7 @@ func mountPartitions(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mnt := filepath.Join(t.TempDir(), "mnt")
-	if err := os.Mkdir(mnt, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	m, err := MountAt(c, mnt, Options{AttrTimeout: DefaultAttrTimeout, EntryTimeout: DefaultEntryTimeout})
-	if err != nil {
-		c.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		unmountBounded(t, m)
-		c.Close()
-	})
-	return &fixture{mnt: mnt, c: c, m: m, addr: r.Addr()}
+	return mountClient(t, c, r.Addr(), Options{AttrTimeout: DefaultAttrTimeout, EntryTimeout: DefaultEntryTimeout})
 }
 
 // TestRenameAcrossPartitionsThroughMount: through the mount, with the
