@@ -49,12 +49,14 @@ func TestQuotaConcurrentWriters(t *testing.T) {
 	if err != nil || sum.Bytes != q.Bytes || sum.Files != q.Files {
 		t.Fatalf("summary %+v %v, quota %+v", sum, err, q)
 	}
-	// What is left fits exactly: one byte more does not.
+	// What is left fits exactly in a file the writers filled (which files
+	// they filled depends on their order): one byte more does not.
+	full := filledFile(t, ctx, c, names, 700)
 	left := maxBytes - q.Bytes
-	if err := c.WriteFile(ctx, names[0], make([]byte, 700+left+1), 0o644); !errors.Is(err, syscall.EDQUOT) {
+	if err := c.WriteFile(ctx, full, make([]byte, 700+left+1), 0o644); !errors.Is(err, syscall.EDQUOT) {
 		t.Fatalf("write of one byte past the limit: %v", err)
 	}
-	if err := c.WriteFile(ctx, names[0], make([]byte, 700+left), 0o644); err != nil {
+	if err := c.WriteFile(ctx, full, make([]byte, 700+left), 0o644); err != nil {
 		t.Fatalf("write up to the limit: %v", err)
 	}
 	n, bad, err := c.CheckQuotas(ctx, "/", false)
@@ -106,13 +108,7 @@ func TestOwnerQuotaConcurrentWriters(t *testing.T) {
 	}
 	// A file the writers filled takes what is left exactly, not one byte
 	// more.
-	full := ""
-	for _, p := range names {
-		if a, err := c.Stat(ctx, p); err == nil && a.Size() == 700 {
-			full = p
-			break
-		}
-	}
+	full := filledFile(t, ctx, c, names, 700)
 	left := maxBytes - q.Bytes
 	if err := c.WriteFile(ctx, full, make([]byte, 700+left+1), 0o644); !errors.Is(err, syscall.EDQUOT) {
 		t.Fatalf("write of one byte past the limit: %v", err)
@@ -124,6 +120,18 @@ func TestOwnerQuotaConcurrentWriters(t *testing.T) {
 	if err != nil || n != 1 || len(bad) != 0 {
 		t.Fatalf("check: %d quotas, %v, %v", n, bad, err)
 	}
+}
+
+// filledFile returns the first of names that holds size bytes.
+func filledFile(t *testing.T, ctx context.Context, c *client.Client, names []string, size int64) string {
+	t.Helper()
+	for _, p := range names {
+		if a, err := c.Stat(ctx, p); err == nil && a.Size() == size {
+			return p
+		}
+	}
+	t.Fatalf("none of %d files holds %d bytes", len(names), size)
+	return ""
 }
 
 // createUntilFull has 16 writers create files in dir until each is
