@@ -206,7 +206,7 @@ func (e *Engine) repin() {
 			}
 			e.xr.nodes[in.Ino] = struct{}{}
 			if n := e.st.peek(in.Ino); in.Flags&RenameExchange != 0 && n != nil && n.isDir() {
-				e.pinBelow(n) // its image went to the source: nothing in it may change
+				e.eachBelow(n, func(b *node) { e.xr.nodes[b.Ino] = struct{}{} }) // its image went to the source: nothing in it may change
 			}
 		}
 	}
@@ -574,7 +574,7 @@ func (e *Engine) XCommitTarget(id XID, image *XNode, now int64) error {
 	if _, dst := e.child(nd, it.Name); dst != nil {
 		switch {
 		case it.Flags&RenameExchange != 0:
-			e.dropInlineOf(e.treeImageOf(dst).AllChunks()) // sent to the source with the prepare's image
+			e.dropInlineBelow(dst) // sent to the source with the prepare's image
 			if dst.isDir() {
 				nd.Nlink--
 			}

@@ -23,19 +23,6 @@ func (e *Engine) ImageInline(img *XNode) []InlineSlice {
 	return e.inlineOf(img.Chunks)
 }
 
-// dropInlineOf forgets the inline bytes of the slices of a node that has
-// left for another partition (which was sent them), unless a file here
-// still shares them.
-func (e *Engine) dropInlineOf(chunks []XChunk) {
-	for _, ch := range chunks {
-		for _, s := range ch.Slices {
-			if e.shared[s.ID] == 0 {
-				e.dropInline(s.ID)
-			}
-		}
-	}
-}
-
 // imageOf returns the image of non-directory n.
 func (e *Engine) imageOf(n *node) *XNode {
 	img := &XNode{Attr: e.attr(n)}

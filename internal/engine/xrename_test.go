@@ -156,11 +156,7 @@ func TestExchangeAcrossEnginesPinsTheTarget(t *testing.T) {
 
 func mustLookup(t *testing.T, e *Engine, name string) Ino {
 	t.Helper()
-	a, err := e.Lookup(credRoot, e.Root(), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a.Ino
+	return mustLookupIn(t, e, e.Root(), name)
 }
 
 func TestPrepareRefusesWhatCannotMove(t *testing.T) {

@@ -12,9 +12,9 @@ package engine
 // answer by copying.
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
+	"strings"
 	"syscall"
 )
 
@@ -163,7 +163,7 @@ func (e *Engine) treeImageOf(n *node) *XNode {
 		img.Entries = append(img.Entries, XEntry{Name: string(name), Node: e.treeImageOf(e.peekAt(slot))})
 		return true
 	})
-	slices.SortFunc(img.Entries, func(a, b XEntry) int { return bytes.Compare([]byte(a.Name), []byte(b.Name)) })
+	slices.SortFunc(img.Entries, func(a, b XEntry) int { return strings.Compare(a.Name, b.Name) })
 	return img
 }
 
@@ -210,10 +210,7 @@ func (e *Engine) arriveTree(d *node, img *XNode, now int64) uint32 {
 			x.xattrs[xa.Name] = slices.Clone(xa.Value)
 		}
 	}
-	if e.quota.dirs != nil {
-		e.quotaAdd(e.regionOf(d), 1, 0)
-	}
-	e.ownerCreated(n)
+	e.quotaCreated(e.regionOf(d), n)
 	subdirs := uint32(0)
 	for _, ent := range img.Entries {
 		child := e.arriveTree(e.at(slot), ent.Node, now)
@@ -259,16 +256,35 @@ func checkTree(img *XNode, depth int, count *int) error {
 	return nil
 }
 
-// pinBelow pins every node below directory d (repin).
-func (e *Engine) pinBelow(d *node) {
+// eachBelow calls fn for every node below directory d, parents first.
+func (e *Engine) eachBelow(d *node, fn func(*node)) {
 	e.entries(d).each(func(_ []byte, slot uint32) bool {
 		n := e.peekAt(slot)
-		e.xr.nodes[n.Ino] = struct{}{}
+		fn(n)
 		if n.isDir() {
-			e.pinBelow(n)
+			e.eachBelow(n, fn)
 		}
 		return true
 	})
+}
+
+// dropInlineBelow forgets the inline bytes of the slices of n and, for a
+// directory, of every file below it: a subtree that has left for another
+// partition (which was sent them), unless a file here still shares them.
+func (e *Engine) dropInlineBelow(n *node) {
+	drop := func(f *node) {
+		for _, ch := range e.chunks(f) {
+			for _, s := range ch.slices {
+				if e.shared[s.ID] == 0 {
+					e.dropInline(s.ID)
+				}
+			}
+		}
+	}
+	drop(n)
+	if n.isDir() {
+		e.eachBelow(n, drop)
+	}
 }
 
 // size counts img's tree as XSize does: its nodes and their quota bytes.
