@@ -2084,7 +2084,12 @@ type LogRecord struct {
 	// the leader confined it. The state machine checks again, as it applies
 	// the record, that every directory the request names still lies below
 	// it, and refuses the record (EACCES, no change) if one does not.
-	ScopeTop      uint64 `protobuf:"varint,70,opt,name=scope_top,json=scopeTop,proto3" json:"scope_top,omitempty"`
+	ScopeTop uint64 `protobuf:"varint,70,opt,name=scope_top,json=scopeTop,proto3" json:"scope_top,omitempty"`
+	// The partition's settings from this record on. A server logs them when
+	// its configuration differs from what its state holds: with the restart
+	// record of a single partition, alone by a group's leader. A record may
+	// carry settings alone (method 0, no session end).
+	Settings      *Settings `protobuf:"bytes,11,opt,name=settings,proto3" json:"settings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2196,6 +2201,60 @@ func (x *LogRecord) GetScopeTop() uint64 {
 	return 0
 }
 
+func (x *LogRecord) GetSettings() *Settings {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
+// Settings are what the operator configures that changes how records
+// apply, kept in the state so that replay and every replica apply them
+// alike.
+type Settings struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TrashDays     uint32                 `protobuf:"varint,1,opt,name=trash_days,json=trashDays,proto3" json:"trash_days,omitempty"` // days /.trash keeps what removals free; 0: off
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Settings) Reset() {
+	*x = Settings{}
+	mi := &file_meta_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Settings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Settings) ProtoMessage() {}
+
+func (x *Settings) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Settings.ProtoReflect.Descriptor instead.
+func (*Settings) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *Settings) GetTrashDays() uint32 {
+	if x != nil {
+		return x.TrashDays
+	}
+	return 0
+}
+
 type VolumeReply struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Storage   string                 `protobuf:"bytes,1,opt,name=storage,proto3" json:"storage,omitempty"`                       // object store URL for object.Open, without secrets
@@ -2210,7 +2269,7 @@ type VolumeReply struct {
 
 func (x *VolumeReply) Reset() {
 	*x = VolumeReply{}
-	mi := &file_meta_proto_msgTypes[22]
+	mi := &file_meta_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2222,7 +2281,7 @@ func (x *VolumeReply) String() string {
 func (*VolumeReply) ProtoMessage() {}
 
 func (x *VolumeReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[22]
+	mi := &file_meta_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2235,7 +2294,7 @@ func (x *VolumeReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeReply.ProtoReflect.Descriptor instead.
 func (*VolumeReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{22}
+	return file_meta_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *VolumeReply) GetStorage() string {
@@ -2282,7 +2341,7 @@ type Slice struct {
 
 func (x *Slice) Reset() {
 	*x = Slice{}
-	mi := &file_meta_proto_msgTypes[23]
+	mi := &file_meta_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2294,7 +2353,7 @@ func (x *Slice) String() string {
 func (*Slice) ProtoMessage() {}
 
 func (x *Slice) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[23]
+	mi := &file_meta_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2307,7 +2366,7 @@ func (x *Slice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Slice.ProtoReflect.Descriptor instead.
 func (*Slice) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{23}
+	return file_meta_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Slice) GetId() uint64 {
@@ -2357,7 +2416,7 @@ type AllocSlicesRequest struct {
 
 func (x *AllocSlicesRequest) Reset() {
 	*x = AllocSlicesRequest{}
-	mi := &file_meta_proto_msgTypes[24]
+	mi := &file_meta_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2369,7 +2428,7 @@ func (x *AllocSlicesRequest) String() string {
 func (*AllocSlicesRequest) ProtoMessage() {}
 
 func (x *AllocSlicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[24]
+	mi := &file_meta_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2382,7 +2441,7 @@ func (x *AllocSlicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocSlicesRequest.ProtoReflect.Descriptor instead.
 func (*AllocSlicesRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{24}
+	return file_meta_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AllocSlicesRequest) GetIno() uint64 {
@@ -2409,7 +2468,7 @@ type AllocSlicesReply struct {
 
 func (x *AllocSlicesReply) Reset() {
 	*x = AllocSlicesReply{}
-	mi := &file_meta_proto_msgTypes[25]
+	mi := &file_meta_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2421,7 +2480,7 @@ func (x *AllocSlicesReply) String() string {
 func (*AllocSlicesReply) ProtoMessage() {}
 
 func (x *AllocSlicesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[25]
+	mi := &file_meta_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2434,7 +2493,7 @@ func (x *AllocSlicesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocSlicesReply.ProtoReflect.Descriptor instead.
 func (*AllocSlicesReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{25}
+	return file_meta_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AllocSlicesReply) GetFirst() uint64 {
@@ -2467,7 +2526,7 @@ type SliceWrite struct {
 
 func (x *SliceWrite) Reset() {
 	*x = SliceWrite{}
-	mi := &file_meta_proto_msgTypes[26]
+	mi := &file_meta_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2479,7 +2538,7 @@ func (x *SliceWrite) String() string {
 func (*SliceWrite) ProtoMessage() {}
 
 func (x *SliceWrite) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[26]
+	mi := &file_meta_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2492,7 +2551,7 @@ func (x *SliceWrite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SliceWrite.ProtoReflect.Descriptor instead.
 func (*SliceWrite) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{26}
+	return file_meta_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SliceWrite) GetChunk() uint32 {
@@ -2531,7 +2590,7 @@ type CommitRequest struct {
 
 func (x *CommitRequest) Reset() {
 	*x = CommitRequest{}
-	mi := &file_meta_proto_msgTypes[27]
+	mi := &file_meta_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2543,7 +2602,7 @@ func (x *CommitRequest) String() string {
 func (*CommitRequest) ProtoMessage() {}
 
 func (x *CommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[27]
+	mi := &file_meta_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2556,7 +2615,7 @@ func (x *CommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRequest.ProtoReflect.Descriptor instead.
 func (*CommitRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{27}
+	return file_meta_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CommitRequest) GetIno() uint64 {
@@ -2608,7 +2667,7 @@ type ConcatRequest struct {
 
 func (x *ConcatRequest) Reset() {
 	*x = ConcatRequest{}
-	mi := &file_meta_proto_msgTypes[28]
+	mi := &file_meta_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2620,7 +2679,7 @@ func (x *ConcatRequest) String() string {
 func (*ConcatRequest) ProtoMessage() {}
 
 func (x *ConcatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[28]
+	mi := &file_meta_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2633,7 +2692,7 @@ func (x *ConcatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConcatRequest.ProtoReflect.Descriptor instead.
 func (*ConcatRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{28}
+	return file_meta_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ConcatRequest) GetIno() uint64 {
@@ -2663,7 +2722,7 @@ type ReadChunksRequest struct {
 
 func (x *ReadChunksRequest) Reset() {
 	*x = ReadChunksRequest{}
-	mi := &file_meta_proto_msgTypes[29]
+	mi := &file_meta_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2675,7 +2734,7 @@ func (x *ReadChunksRequest) String() string {
 func (*ReadChunksRequest) ProtoMessage() {}
 
 func (x *ReadChunksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[29]
+	mi := &file_meta_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2688,7 +2747,7 @@ func (x *ReadChunksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadChunksRequest.ProtoReflect.Descriptor instead.
 func (*ReadChunksRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{29}
+	return file_meta_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReadChunksRequest) GetIno() uint64 {
@@ -2726,7 +2785,7 @@ type ChunkView struct {
 
 func (x *ChunkView) Reset() {
 	*x = ChunkView{}
-	mi := &file_meta_proto_msgTypes[30]
+	mi := &file_meta_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2738,7 +2797,7 @@ func (x *ChunkView) String() string {
 func (*ChunkView) ProtoMessage() {}
 
 func (x *ChunkView) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[30]
+	mi := &file_meta_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2751,7 +2810,7 @@ func (x *ChunkView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChunkView.ProtoReflect.Descriptor instead.
 func (*ChunkView) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{30}
+	return file_meta_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ChunkView) GetChunk() uint32 {
@@ -2787,7 +2846,7 @@ type ReadChunksReply struct {
 
 func (x *ReadChunksReply) Reset() {
 	*x = ReadChunksReply{}
-	mi := &file_meta_proto_msgTypes[31]
+	mi := &file_meta_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2799,7 +2858,7 @@ func (x *ReadChunksReply) String() string {
 func (*ReadChunksReply) ProtoMessage() {}
 
 func (x *ReadChunksReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[31]
+	mi := &file_meta_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2812,7 +2871,7 @@ func (x *ReadChunksReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadChunksReply.ProtoReflect.Descriptor instead.
 func (*ReadChunksReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{31}
+	return file_meta_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReadChunksReply) GetAttr() *Attr {
@@ -2848,7 +2907,7 @@ type InlineSlice struct {
 
 func (x *InlineSlice) Reset() {
 	*x = InlineSlice{}
-	mi := &file_meta_proto_msgTypes[32]
+	mi := &file_meta_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2860,7 +2919,7 @@ func (x *InlineSlice) String() string {
 func (*InlineSlice) ProtoMessage() {}
 
 func (x *InlineSlice) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[32]
+	mi := &file_meta_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2873,7 +2932,7 @@ func (x *InlineSlice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InlineSlice.ProtoReflect.Descriptor instead.
 func (*InlineSlice) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{32}
+	return file_meta_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *InlineSlice) GetId() uint64 {
@@ -2900,7 +2959,7 @@ type ListInlineReply struct {
 
 func (x *ListInlineReply) Reset() {
 	*x = ListInlineReply{}
-	mi := &file_meta_proto_msgTypes[33]
+	mi := &file_meta_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2912,7 +2971,7 @@ func (x *ListInlineReply) String() string {
 func (*ListInlineReply) ProtoMessage() {}
 
 func (x *ListInlineReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[33]
+	mi := &file_meta_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2925,7 +2984,7 @@ func (x *ListInlineReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInlineReply.ProtoReflect.Descriptor instead.
 func (*ListInlineReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{33}
+	return file_meta_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListInlineReply) GetSlices() []*InlineSlice {
@@ -2956,7 +3015,7 @@ type OpenRequest struct {
 
 func (x *OpenRequest) Reset() {
 	*x = OpenRequest{}
-	mi := &file_meta_proto_msgTypes[34]
+	mi := &file_meta_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2968,7 +3027,7 @@ func (x *OpenRequest) String() string {
 func (*OpenRequest) ProtoMessage() {}
 
 func (x *OpenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[34]
+	mi := &file_meta_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2981,7 +3040,7 @@ func (x *OpenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenRequest.ProtoReflect.Descriptor instead.
 func (*OpenRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{34}
+	return file_meta_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *OpenRequest) GetIno() uint64 {
@@ -3022,7 +3081,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_meta_proto_msgTypes[35]
+	mi := &file_meta_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3034,7 +3093,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[35]
+	mi := &file_meta_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3047,7 +3106,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{35}
+	return file_meta_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CompactRequest) GetIno() uint64 {
@@ -3092,7 +3151,7 @@ type SliceRef struct {
 
 func (x *SliceRef) Reset() {
 	*x = SliceRef{}
-	mi := &file_meta_proto_msgTypes[36]
+	mi := &file_meta_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3104,7 +3163,7 @@ func (x *SliceRef) String() string {
 func (*SliceRef) ProtoMessage() {}
 
 func (x *SliceRef) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[36]
+	mi := &file_meta_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3117,7 +3176,7 @@ func (x *SliceRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SliceRef.ProtoReflect.Descriptor instead.
 func (*SliceRef) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{36}
+	return file_meta_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SliceRef) GetId() uint64 {
@@ -3161,7 +3220,7 @@ type ListSlicesRequest struct {
 
 func (x *ListSlicesRequest) Reset() {
 	*x = ListSlicesRequest{}
-	mi := &file_meta_proto_msgTypes[37]
+	mi := &file_meta_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3173,7 +3232,7 @@ func (x *ListSlicesRequest) String() string {
 func (*ListSlicesRequest) ProtoMessage() {}
 
 func (x *ListSlicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[37]
+	mi := &file_meta_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3186,7 +3245,7 @@ func (x *ListSlicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSlicesRequest.ProtoReflect.Descriptor instead.
 func (*ListSlicesRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{37}
+	return file_meta_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListSlicesRequest) GetIno() uint64 {
@@ -3228,7 +3287,7 @@ type ListSlicesReply struct {
 
 func (x *ListSlicesReply) Reset() {
 	*x = ListSlicesReply{}
-	mi := &file_meta_proto_msgTypes[38]
+	mi := &file_meta_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3240,7 +3299,7 @@ func (x *ListSlicesReply) String() string {
 func (*ListSlicesReply) ProtoMessage() {}
 
 func (x *ListSlicesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[38]
+	mi := &file_meta_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3253,7 +3312,7 @@ func (x *ListSlicesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSlicesReply.ProtoReflect.Descriptor instead.
 func (*ListSlicesReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{38}
+	return file_meta_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListSlicesReply) GetSlices() []*SliceRef {
@@ -3287,7 +3346,7 @@ type PurgeRequest struct {
 
 func (x *PurgeRequest) Reset() {
 	*x = PurgeRequest{}
-	mi := &file_meta_proto_msgTypes[39]
+	mi := &file_meta_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3299,7 +3358,7 @@ func (x *PurgeRequest) String() string {
 func (*PurgeRequest) ProtoMessage() {}
 
 func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[39]
+	mi := &file_meta_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3312,7 +3371,7 @@ func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeRequest.ProtoReflect.Descriptor instead.
 func (*PurgeRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{39}
+	return file_meta_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PurgeRequest) GetIno() uint64 {
@@ -3354,7 +3413,7 @@ type LockRequest struct {
 
 func (x *LockRequest) Reset() {
 	*x = LockRequest{}
-	mi := &file_meta_proto_msgTypes[40]
+	mi := &file_meta_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3366,7 +3425,7 @@ func (x *LockRequest) String() string {
 func (*LockRequest) ProtoMessage() {}
 
 func (x *LockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[40]
+	mi := &file_meta_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3379,7 +3438,7 @@ func (x *LockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockRequest.ProtoReflect.Descriptor instead.
 func (*LockRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{40}
+	return file_meta_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *LockRequest) GetIno() uint64 {
@@ -3465,7 +3524,7 @@ type LockReply struct {
 
 func (x *LockReply) Reset() {
 	*x = LockReply{}
-	mi := &file_meta_proto_msgTypes[41]
+	mi := &file_meta_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3477,7 +3536,7 @@ func (x *LockReply) String() string {
 func (*LockReply) ProtoMessage() {}
 
 func (x *LockReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[41]
+	mi := &file_meta_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3490,7 +3549,7 @@ func (x *LockReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockReply.ProtoReflect.Descriptor instead.
 func (*LockReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{41}
+	return file_meta_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *LockReply) GetType() uint32 {
@@ -3533,7 +3592,7 @@ type HeartbeatReply struct {
 
 func (x *HeartbeatReply) Reset() {
 	*x = HeartbeatReply{}
-	mi := &file_meta_proto_msgTypes[42]
+	mi := &file_meta_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3545,7 +3604,7 @@ func (x *HeartbeatReply) String() string {
 func (*HeartbeatReply) ProtoMessage() {}
 
 func (x *HeartbeatReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[42]
+	mi := &file_meta_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3558,7 +3617,7 @@ func (x *HeartbeatReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatReply.ProtoReflect.Descriptor instead.
 func (*HeartbeatReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{42}
+	return file_meta_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *HeartbeatReply) GetTimeoutMs() uint32 {
@@ -3603,7 +3662,7 @@ type MountEntry struct {
 
 func (x *MountEntry) Reset() {
 	*x = MountEntry{}
-	mi := &file_meta_proto_msgTypes[43]
+	mi := &file_meta_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3615,7 +3674,7 @@ func (x *MountEntry) String() string {
 func (*MountEntry) ProtoMessage() {}
 
 func (x *MountEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[43]
+	mi := &file_meta_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3628,7 +3687,7 @@ func (x *MountEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountEntry.ProtoReflect.Descriptor instead.
 func (*MountEntry) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{43}
+	return file_meta_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *MountEntry) GetPrefix() string {
@@ -3671,7 +3730,7 @@ type Route struct {
 
 func (x *Route) Reset() {
 	*x = Route{}
-	mi := &file_meta_proto_msgTypes[44]
+	mi := &file_meta_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3683,7 +3742,7 @@ func (x *Route) String() string {
 func (*Route) ProtoMessage() {}
 
 func (x *Route) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[44]
+	mi := &file_meta_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3696,7 +3755,7 @@ func (x *Route) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Route.ProtoReflect.Descriptor instead.
 func (*Route) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{44}
+	return file_meta_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Route) GetVpart() uint32 {
@@ -3727,7 +3786,7 @@ type TablesRequest struct {
 
 func (x *TablesRequest) Reset() {
 	*x = TablesRequest{}
-	mi := &file_meta_proto_msgTypes[45]
+	mi := &file_meta_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3739,7 +3798,7 @@ func (x *TablesRequest) String() string {
 func (*TablesRequest) ProtoMessage() {}
 
 func (x *TablesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[45]
+	mi := &file_meta_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3752,7 +3811,7 @@ func (x *TablesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TablesRequest.ProtoReflect.Descriptor instead.
 func (*TablesRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{45}
+	return file_meta_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *TablesRequest) GetIno() uint64 {
@@ -3789,7 +3848,7 @@ type TablesReply struct {
 
 func (x *TablesReply) Reset() {
 	*x = TablesReply{}
-	mi := &file_meta_proto_msgTypes[46]
+	mi := &file_meta_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3801,7 +3860,7 @@ func (x *TablesReply) String() string {
 func (*TablesReply) ProtoMessage() {}
 
 func (x *TablesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[46]
+	mi := &file_meta_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3814,7 +3873,7 @@ func (x *TablesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TablesReply.ProtoReflect.Descriptor instead.
 func (*TablesReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{46}
+	return file_meta_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *TablesReply) GetVersion() uint64 {
@@ -3853,7 +3912,7 @@ type TablesUpdate struct {
 
 func (x *TablesUpdate) Reset() {
 	*x = TablesUpdate{}
-	mi := &file_meta_proto_msgTypes[47]
+	mi := &file_meta_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3865,7 +3924,7 @@ func (x *TablesUpdate) String() string {
 func (*TablesUpdate) ProtoMessage() {}
 
 func (x *TablesUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[47]
+	mi := &file_meta_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3878,7 +3937,7 @@ func (x *TablesUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TablesUpdate.ProtoReflect.Descriptor instead.
 func (*TablesUpdate) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{47}
+	return file_meta_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *TablesUpdate) GetIno() uint64 {
@@ -3940,7 +3999,7 @@ type DumpRequest struct {
 
 func (x *DumpRequest) Reset() {
 	*x = DumpRequest{}
-	mi := &file_meta_proto_msgTypes[48]
+	mi := &file_meta_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3952,7 +4011,7 @@ func (x *DumpRequest) String() string {
 func (*DumpRequest) ProtoMessage() {}
 
 func (x *DumpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[48]
+	mi := &file_meta_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3965,7 +4024,7 @@ func (x *DumpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DumpRequest.ProtoReflect.Descriptor instead.
 func (*DumpRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{48}
+	return file_meta_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *DumpRequest) GetIno() uint64 {
@@ -4028,7 +4087,7 @@ type DumpReply struct {
 
 func (x *DumpReply) Reset() {
 	*x = DumpReply{}
-	mi := &file_meta_proto_msgTypes[49]
+	mi := &file_meta_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4040,7 +4099,7 @@ func (x *DumpReply) String() string {
 func (*DumpReply) ProtoMessage() {}
 
 func (x *DumpReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[49]
+	mi := &file_meta_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4053,7 +4112,7 @@ func (x *DumpReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DumpReply.ProtoReflect.Descriptor instead.
 func (*DumpReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{49}
+	return file_meta_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *DumpReply) GetHandle() uint64 {
@@ -4130,7 +4189,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_meta_proto_msgTypes[50]
+	mi := &file_meta_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4142,7 +4201,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[50]
+	mi := &file_meta_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4155,7 +4214,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{50}
+	return file_meta_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *StatusRequest) GetIno() uint64 {
@@ -4201,7 +4260,7 @@ type StatusReply struct {
 
 func (x *StatusReply) Reset() {
 	*x = StatusReply{}
-	mi := &file_meta_proto_msgTypes[51]
+	mi := &file_meta_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4213,7 +4272,7 @@ func (x *StatusReply) String() string {
 func (*StatusReply) ProtoMessage() {}
 
 func (x *StatusReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[51]
+	mi := &file_meta_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4226,7 +4285,7 @@ func (x *StatusReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusReply.ProtoReflect.Descriptor instead.
 func (*StatusReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{51}
+	return file_meta_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *StatusReply) GetPartition() uint32 {
@@ -4416,7 +4475,7 @@ type RunRecord struct {
 
 func (x *RunRecord) Reset() {
 	*x = RunRecord{}
-	mi := &file_meta_proto_msgTypes[52]
+	mi := &file_meta_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4428,7 +4487,7 @@ func (x *RunRecord) String() string {
 func (*RunRecord) ProtoMessage() {}
 
 func (x *RunRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[52]
+	mi := &file_meta_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4441,7 +4500,7 @@ func (x *RunRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunRecord.ProtoReflect.Descriptor instead.
 func (*RunRecord) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{52}
+	return file_meta_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *RunRecord) GetStartNs() int64 {
@@ -4553,7 +4612,7 @@ type ClientStatus struct {
 
 func (x *ClientStatus) Reset() {
 	*x = ClientStatus{}
-	mi := &file_meta_proto_msgTypes[53]
+	mi := &file_meta_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4565,7 +4624,7 @@ func (x *ClientStatus) String() string {
 func (*ClientStatus) ProtoMessage() {}
 
 func (x *ClientStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[53]
+	mi := &file_meta_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4578,7 +4637,7 @@ func (x *ClientStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientStatus.ProtoReflect.Descriptor instead.
 func (*ClientStatus) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{53}
+	return file_meta_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ClientStatus) GetId() []byte {
@@ -4653,7 +4712,7 @@ type AnnounceRequest struct {
 
 func (x *AnnounceRequest) Reset() {
 	*x = AnnounceRequest{}
-	mi := &file_meta_proto_msgTypes[54]
+	mi := &file_meta_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4665,7 +4724,7 @@ func (x *AnnounceRequest) String() string {
 func (*AnnounceRequest) ProtoMessage() {}
 
 func (x *AnnounceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[54]
+	mi := &file_meta_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4678,7 +4737,7 @@ func (x *AnnounceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnnounceRequest.ProtoReflect.Descriptor instead.
 func (*AnnounceRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{54}
+	return file_meta_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *AnnounceRequest) GetIno() uint64 {
@@ -4727,7 +4786,7 @@ type IDRange struct {
 
 func (x *IDRange) Reset() {
 	*x = IDRange{}
-	mi := &file_meta_proto_msgTypes[55]
+	mi := &file_meta_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4739,7 +4798,7 @@ func (x *IDRange) String() string {
 func (*IDRange) ProtoMessage() {}
 
 func (x *IDRange) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[55]
+	mi := &file_meta_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4752,7 +4811,7 @@ func (x *IDRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IDRange.ProtoReflect.Descriptor instead.
 func (*IDRange) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{55}
+	return file_meta_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *IDRange) GetLo() uint32 {
@@ -4796,7 +4855,7 @@ type Credential struct {
 
 func (x *Credential) Reset() {
 	*x = Credential{}
-	mi := &file_meta_proto_msgTypes[56]
+	mi := &file_meta_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4808,7 +4867,7 @@ func (x *Credential) String() string {
 func (*Credential) ProtoMessage() {}
 
 func (x *Credential) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[56]
+	mi := &file_meta_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4821,7 +4880,7 @@ func (x *Credential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Credential.ProtoReflect.Descriptor instead.
 func (*Credential) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{56}
+	return file_meta_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Credential) GetName() string {
@@ -4947,7 +5006,7 @@ type AuthTableReply struct {
 
 func (x *AuthTableReply) Reset() {
 	*x = AuthTableReply{}
-	mi := &file_meta_proto_msgTypes[57]
+	mi := &file_meta_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4959,7 +5018,7 @@ func (x *AuthTableReply) String() string {
 func (*AuthTableReply) ProtoMessage() {}
 
 func (x *AuthTableReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[57]
+	mi := &file_meta_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4972,7 +5031,7 @@ func (x *AuthTableReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthTableReply.ProtoReflect.Descriptor instead.
 func (*AuthTableReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{57}
+	return file_meta_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *AuthTableReply) GetCredentials() []*Credential {
@@ -4996,7 +5055,7 @@ type AuthSyncRequest struct {
 
 func (x *AuthSyncRequest) Reset() {
 	*x = AuthSyncRequest{}
-	mi := &file_meta_proto_msgTypes[58]
+	mi := &file_meta_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5008,7 +5067,7 @@ func (x *AuthSyncRequest) String() string {
 func (*AuthSyncRequest) ProtoMessage() {}
 
 func (x *AuthSyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[58]
+	mi := &file_meta_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5021,7 +5080,7 @@ func (x *AuthSyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthSyncRequest.ProtoReflect.Descriptor instead.
 func (*AuthSyncRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{58}
+	return file_meta_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *AuthSyncRequest) GetIno() uint64 {
@@ -5051,7 +5110,7 @@ type AuthAddRequest struct {
 
 func (x *AuthAddRequest) Reset() {
 	*x = AuthAddRequest{}
-	mi := &file_meta_proto_msgTypes[59]
+	mi := &file_meta_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5063,7 +5122,7 @@ func (x *AuthAddRequest) String() string {
 func (*AuthAddRequest) ProtoMessage() {}
 
 func (x *AuthAddRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[59]
+	mi := &file_meta_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5076,7 +5135,7 @@ func (x *AuthAddRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthAddRequest.ProtoReflect.Descriptor instead.
 func (*AuthAddRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{59}
+	return file_meta_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *AuthAddRequest) GetIno() uint64 {
@@ -5110,7 +5169,7 @@ type AuthNameRequest struct {
 
 func (x *AuthNameRequest) Reset() {
 	*x = AuthNameRequest{}
-	mi := &file_meta_proto_msgTypes[60]
+	mi := &file_meta_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5122,7 +5181,7 @@ func (x *AuthNameRequest) String() string {
 func (*AuthNameRequest) ProtoMessage() {}
 
 func (x *AuthNameRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[60]
+	mi := &file_meta_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5135,7 +5194,7 @@ func (x *AuthNameRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthNameRequest.ProtoReflect.Descriptor instead.
 func (*AuthNameRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{60}
+	return file_meta_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *AuthNameRequest) GetIno() uint64 {
@@ -5163,7 +5222,7 @@ type AuthRotateRequest struct {
 
 func (x *AuthRotateRequest) Reset() {
 	*x = AuthRotateRequest{}
-	mi := &file_meta_proto_msgTypes[61]
+	mi := &file_meta_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5175,7 +5234,7 @@ func (x *AuthRotateRequest) String() string {
 func (*AuthRotateRequest) ProtoMessage() {}
 
 func (x *AuthRotateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[61]
+	mi := &file_meta_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5188,7 +5247,7 @@ func (x *AuthRotateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthRotateRequest.ProtoReflect.Descriptor instead.
 func (*AuthRotateRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{61}
+	return file_meta_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *AuthRotateRequest) GetIno() uint64 {
@@ -5221,7 +5280,7 @@ type CredentialReply struct {
 
 func (x *CredentialReply) Reset() {
 	*x = CredentialReply{}
-	mi := &file_meta_proto_msgTypes[62]
+	mi := &file_meta_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5233,7 +5292,7 @@ func (x *CredentialReply) String() string {
 func (*CredentialReply) ProtoMessage() {}
 
 func (x *CredentialReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[62]
+	mi := &file_meta_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5246,7 +5305,7 @@ func (x *CredentialReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CredentialReply.ProtoReflect.Descriptor instead.
 func (*CredentialReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{62}
+	return file_meta_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *CredentialReply) GetCredential() *Credential {
@@ -5265,7 +5324,7 @@ type AuthListReply struct {
 
 func (x *AuthListReply) Reset() {
 	*x = AuthListReply{}
-	mi := &file_meta_proto_msgTypes[63]
+	mi := &file_meta_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5277,7 +5336,7 @@ func (x *AuthListReply) String() string {
 func (*AuthListReply) ProtoMessage() {}
 
 func (x *AuthListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[63]
+	mi := &file_meta_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5290,7 +5349,7 @@ func (x *AuthListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthListReply.ProtoReflect.Descriptor instead.
 func (*AuthListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{63}
+	return file_meta_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *AuthListReply) GetCredentials() []*Credential {
@@ -5311,7 +5370,7 @@ type GroupRequest struct {
 
 func (x *GroupRequest) Reset() {
 	*x = GroupRequest{}
-	mi := &file_meta_proto_msgTypes[64]
+	mi := &file_meta_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5323,7 +5382,7 @@ func (x *GroupRequest) String() string {
 func (*GroupRequest) ProtoMessage() {}
 
 func (x *GroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[64]
+	mi := &file_meta_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5336,7 +5395,7 @@ func (x *GroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRequest.ProtoReflect.Descriptor instead.
 func (*GroupRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{64}
+	return file_meta_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GroupRequest) GetVerify() bool {
@@ -5376,7 +5435,7 @@ type GroupReply struct {
 
 func (x *GroupReply) Reset() {
 	*x = GroupReply{}
-	mi := &file_meta_proto_msgTypes[65]
+	mi := &file_meta_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5388,7 +5447,7 @@ func (x *GroupReply) String() string {
 func (*GroupReply) ProtoMessage() {}
 
 func (x *GroupReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[65]
+	mi := &file_meta_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5401,7 +5460,7 @@ func (x *GroupReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupReply.ProtoReflect.Descriptor instead.
 func (*GroupReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{65}
+	return file_meta_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *GroupReply) GetPartition() uint32 {
@@ -5520,7 +5579,7 @@ type GroupTransferRequest struct {
 
 func (x *GroupTransferRequest) Reset() {
 	*x = GroupTransferRequest{}
-	mi := &file_meta_proto_msgTypes[66]
+	mi := &file_meta_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5532,7 +5591,7 @@ func (x *GroupTransferRequest) String() string {
 func (*GroupTransferRequest) ProtoMessage() {}
 
 func (x *GroupTransferRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[66]
+	mi := &file_meta_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5545,7 +5604,7 @@ func (x *GroupTransferRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupTransferRequest.ProtoReflect.Descriptor instead.
 func (*GroupTransferRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{66}
+	return file_meta_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *GroupTransferRequest) GetTo() uint64 {
@@ -5575,7 +5634,7 @@ type GroupAddRequest struct {
 
 func (x *GroupAddRequest) Reset() {
 	*x = GroupAddRequest{}
-	mi := &file_meta_proto_msgTypes[67]
+	mi := &file_meta_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5587,7 +5646,7 @@ func (x *GroupAddRequest) String() string {
 func (*GroupAddRequest) ProtoMessage() {}
 
 func (x *GroupAddRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[67]
+	mi := &file_meta_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5600,7 +5659,7 @@ func (x *GroupAddRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupAddRequest.ProtoReflect.Descriptor instead.
 func (*GroupAddRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{67}
+	return file_meta_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *GroupAddRequest) GetId() uint64 {
@@ -5650,7 +5709,7 @@ type GroupRemoveRequest struct {
 
 func (x *GroupRemoveRequest) Reset() {
 	*x = GroupRemoveRequest{}
-	mi := &file_meta_proto_msgTypes[68]
+	mi := &file_meta_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5662,7 +5721,7 @@ func (x *GroupRemoveRequest) String() string {
 func (*GroupRemoveRequest) ProtoMessage() {}
 
 func (x *GroupRemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[68]
+	mi := &file_meta_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5675,7 +5734,7 @@ func (x *GroupRemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRemoveRequest.ProtoReflect.Descriptor instead.
 func (*GroupRemoveRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{68}
+	return file_meta_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *GroupRemoveRequest) GetId() uint64 {
@@ -5701,7 +5760,7 @@ type GroupMember struct {
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_meta_proto_msgTypes[69]
+	mi := &file_meta_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5713,7 +5772,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[69]
+	mi := &file_meta_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5726,7 +5785,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{69}
+	return file_meta_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *GroupMember) GetId() uint64 {
@@ -5791,7 +5850,7 @@ type QuotaSetRequest struct {
 
 func (x *QuotaSetRequest) Reset() {
 	*x = QuotaSetRequest{}
-	mi := &file_meta_proto_msgTypes[70]
+	mi := &file_meta_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5803,7 +5862,7 @@ func (x *QuotaSetRequest) String() string {
 func (*QuotaSetRequest) ProtoMessage() {}
 
 func (x *QuotaSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[70]
+	mi := &file_meta_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5816,7 +5875,7 @@ func (x *QuotaSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaSetRequest.ProtoReflect.Descriptor instead.
 func (*QuotaSetRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{70}
+	return file_meta_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *QuotaSetRequest) GetIno() uint64 {
@@ -5862,7 +5921,7 @@ type Quota struct {
 
 func (x *Quota) Reset() {
 	*x = Quota{}
-	mi := &file_meta_proto_msgTypes[71]
+	mi := &file_meta_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5874,7 +5933,7 @@ func (x *Quota) String() string {
 func (*Quota) ProtoMessage() {}
 
 func (x *Quota) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[71]
+	mi := &file_meta_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5887,7 +5946,7 @@ func (x *Quota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quota.ProtoReflect.Descriptor instead.
 func (*Quota) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{71}
+	return file_meta_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *Quota) GetDir() uint64 {
@@ -5941,7 +6000,7 @@ type QuotaReply struct {
 
 func (x *QuotaReply) Reset() {
 	*x = QuotaReply{}
-	mi := &file_meta_proto_msgTypes[72]
+	mi := &file_meta_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5953,7 +6012,7 @@ func (x *QuotaReply) String() string {
 func (*QuotaReply) ProtoMessage() {}
 
 func (x *QuotaReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[72]
+	mi := &file_meta_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5966,7 +6025,7 @@ func (x *QuotaReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaReply.ProtoReflect.Descriptor instead.
 func (*QuotaReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{72}
+	return file_meta_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *QuotaReply) GetQuota() *Quota {
@@ -5985,7 +6044,7 @@ type QuotaListReply struct {
 
 func (x *QuotaListReply) Reset() {
 	*x = QuotaListReply{}
-	mi := &file_meta_proto_msgTypes[73]
+	mi := &file_meta_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5997,7 +6056,7 @@ func (x *QuotaListReply) String() string {
 func (*QuotaListReply) ProtoMessage() {}
 
 func (x *QuotaListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[73]
+	mi := &file_meta_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6010,7 +6069,7 @@ func (x *QuotaListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaListReply.ProtoReflect.Descriptor instead.
 func (*QuotaListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{73}
+	return file_meta_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *QuotaListReply) GetQuotas() []*Quota {
@@ -6032,7 +6091,7 @@ type QuotaMismatch struct {
 
 func (x *QuotaMismatch) Reset() {
 	*x = QuotaMismatch{}
-	mi := &file_meta_proto_msgTypes[74]
+	mi := &file_meta_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6044,7 +6103,7 @@ func (x *QuotaMismatch) String() string {
 func (*QuotaMismatch) ProtoMessage() {}
 
 func (x *QuotaMismatch) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[74]
+	mi := &file_meta_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6057,7 +6116,7 @@ func (x *QuotaMismatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaMismatch.ProtoReflect.Descriptor instead.
 func (*QuotaMismatch) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{74}
+	return file_meta_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *QuotaMismatch) GetQuota() *Quota {
@@ -6091,7 +6150,7 @@ type QuotaCheckReply struct {
 
 func (x *QuotaCheckReply) Reset() {
 	*x = QuotaCheckReply{}
-	mi := &file_meta_proto_msgTypes[75]
+	mi := &file_meta_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6103,7 +6162,7 @@ func (x *QuotaCheckReply) String() string {
 func (*QuotaCheckReply) ProtoMessage() {}
 
 func (x *QuotaCheckReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[75]
+	mi := &file_meta_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6116,7 +6175,7 @@ func (x *QuotaCheckReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaCheckReply.ProtoReflect.Descriptor instead.
 func (*QuotaCheckReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{75}
+	return file_meta_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *QuotaCheckReply) GetQuotas() uint32 {
@@ -6156,7 +6215,7 @@ type OwnerQuotaSetRequest struct {
 
 func (x *OwnerQuotaSetRequest) Reset() {
 	*x = OwnerQuotaSetRequest{}
-	mi := &file_meta_proto_msgTypes[76]
+	mi := &file_meta_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6168,7 +6227,7 @@ func (x *OwnerQuotaSetRequest) String() string {
 func (*OwnerQuotaSetRequest) ProtoMessage() {}
 
 func (x *OwnerQuotaSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[76]
+	mi := &file_meta_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6181,7 +6240,7 @@ func (x *OwnerQuotaSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuotaSetRequest.ProtoReflect.Descriptor instead.
 func (*OwnerQuotaSetRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{76}
+	return file_meta_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *OwnerQuotaSetRequest) GetIno() uint64 {
@@ -6255,7 +6314,7 @@ type OwnerQuotaRequest struct {
 
 func (x *OwnerQuotaRequest) Reset() {
 	*x = OwnerQuotaRequest{}
-	mi := &file_meta_proto_msgTypes[77]
+	mi := &file_meta_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6267,7 +6326,7 @@ func (x *OwnerQuotaRequest) String() string {
 func (*OwnerQuotaRequest) ProtoMessage() {}
 
 func (x *OwnerQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[77]
+	mi := &file_meta_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6280,7 +6339,7 @@ func (x *OwnerQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuotaRequest.ProtoReflect.Descriptor instead.
 func (*OwnerQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{77}
+	return file_meta_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *OwnerQuotaRequest) GetIno() uint64 {
@@ -6329,7 +6388,7 @@ type OwnerQuotaAdjustRequest struct {
 
 func (x *OwnerQuotaAdjustRequest) Reset() {
 	*x = OwnerQuotaAdjustRequest{}
-	mi := &file_meta_proto_msgTypes[78]
+	mi := &file_meta_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6341,7 +6400,7 @@ func (x *OwnerQuotaAdjustRequest) String() string {
 func (*OwnerQuotaAdjustRequest) ProtoMessage() {}
 
 func (x *OwnerQuotaAdjustRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[78]
+	mi := &file_meta_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6354,7 +6413,7 @@ func (x *OwnerQuotaAdjustRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuotaAdjustRequest.ProtoReflect.Descriptor instead.
 func (*OwnerQuotaAdjustRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{78}
+	return file_meta_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *OwnerQuotaAdjustRequest) GetIno() uint64 {
@@ -6415,7 +6474,7 @@ type OwnerQuota struct {
 
 func (x *OwnerQuota) Reset() {
 	*x = OwnerQuota{}
-	mi := &file_meta_proto_msgTypes[79]
+	mi := &file_meta_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6427,7 +6486,7 @@ func (x *OwnerQuota) String() string {
 func (*OwnerQuota) ProtoMessage() {}
 
 func (x *OwnerQuota) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[79]
+	mi := &file_meta_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6440,7 +6499,7 @@ func (x *OwnerQuota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuota.ProtoReflect.Descriptor instead.
 func (*OwnerQuota) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{79}
+	return file_meta_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *OwnerQuota) GetKind() uint32 {
@@ -6501,7 +6560,7 @@ type OwnerQuotaReply struct {
 
 func (x *OwnerQuotaReply) Reset() {
 	*x = OwnerQuotaReply{}
-	mi := &file_meta_proto_msgTypes[80]
+	mi := &file_meta_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6513,7 +6572,7 @@ func (x *OwnerQuotaReply) String() string {
 func (*OwnerQuotaReply) ProtoMessage() {}
 
 func (x *OwnerQuotaReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[80]
+	mi := &file_meta_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6526,7 +6585,7 @@ func (x *OwnerQuotaReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuotaReply.ProtoReflect.Descriptor instead.
 func (*OwnerQuotaReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{80}
+	return file_meta_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *OwnerQuotaReply) GetQuota() *OwnerQuota {
@@ -6545,7 +6604,7 @@ type OwnerQuotaListReply struct {
 
 func (x *OwnerQuotaListReply) Reset() {
 	*x = OwnerQuotaListReply{}
-	mi := &file_meta_proto_msgTypes[81]
+	mi := &file_meta_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6557,7 +6616,7 @@ func (x *OwnerQuotaListReply) String() string {
 func (*OwnerQuotaListReply) ProtoMessage() {}
 
 func (x *OwnerQuotaListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[81]
+	mi := &file_meta_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6570,7 +6629,7 @@ func (x *OwnerQuotaListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuotaListReply.ProtoReflect.Descriptor instead.
 func (*OwnerQuotaListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{81}
+	return file_meta_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *OwnerQuotaListReply) GetQuotas() []*OwnerQuota {
@@ -6591,7 +6650,7 @@ type OwnerQuotaMismatch struct {
 
 func (x *OwnerQuotaMismatch) Reset() {
 	*x = OwnerQuotaMismatch{}
-	mi := &file_meta_proto_msgTypes[82]
+	mi := &file_meta_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6603,7 +6662,7 @@ func (x *OwnerQuotaMismatch) String() string {
 func (*OwnerQuotaMismatch) ProtoMessage() {}
 
 func (x *OwnerQuotaMismatch) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[82]
+	mi := &file_meta_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6616,7 +6675,7 @@ func (x *OwnerQuotaMismatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuotaMismatch.ProtoReflect.Descriptor instead.
 func (*OwnerQuotaMismatch) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{82}
+	return file_meta_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *OwnerQuotaMismatch) GetQuota() *OwnerQuota {
@@ -6650,7 +6709,7 @@ type OwnerQuotaCheckReply struct {
 
 func (x *OwnerQuotaCheckReply) Reset() {
 	*x = OwnerQuotaCheckReply{}
-	mi := &file_meta_proto_msgTypes[83]
+	mi := &file_meta_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6662,7 +6721,7 @@ func (x *OwnerQuotaCheckReply) String() string {
 func (*OwnerQuotaCheckReply) ProtoMessage() {}
 
 func (x *OwnerQuotaCheckReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[83]
+	mi := &file_meta_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6675,7 +6734,7 @@ func (x *OwnerQuotaCheckReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuotaCheckReply.ProtoReflect.Descriptor instead.
 func (*OwnerQuotaCheckReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{83}
+	return file_meta_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *OwnerQuotaCheckReply) GetQuotas() uint32 {
@@ -6710,7 +6769,7 @@ type TrashEntry struct {
 
 func (x *TrashEntry) Reset() {
 	*x = TrashEntry{}
-	mi := &file_meta_proto_msgTypes[84]
+	mi := &file_meta_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6722,7 +6781,7 @@ func (x *TrashEntry) String() string {
 func (*TrashEntry) ProtoMessage() {}
 
 func (x *TrashEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[84]
+	mi := &file_meta_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6735,7 +6794,7 @@ func (x *TrashEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashEntry.ProtoReflect.Descriptor instead.
 func (*TrashEntry) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{84}
+	return file_meta_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *TrashEntry) GetHour() string {
@@ -6813,7 +6872,7 @@ type TrashListReply struct {
 
 func (x *TrashListReply) Reset() {
 	*x = TrashListReply{}
-	mi := &file_meta_proto_msgTypes[85]
+	mi := &file_meta_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6825,7 +6884,7 @@ func (x *TrashListReply) String() string {
 func (*TrashListReply) ProtoMessage() {}
 
 func (x *TrashListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[85]
+	mi := &file_meta_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6838,7 +6897,7 @@ func (x *TrashListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashListReply.ProtoReflect.Descriptor instead.
 func (*TrashListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{85}
+	return file_meta_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *TrashListReply) GetEntries() []*TrashEntry {
@@ -6883,7 +6942,7 @@ type TrashRestoreRequest struct {
 
 func (x *TrashRestoreRequest) Reset() {
 	*x = TrashRestoreRequest{}
-	mi := &file_meta_proto_msgTypes[86]
+	mi := &file_meta_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6895,7 +6954,7 @@ func (x *TrashRestoreRequest) String() string {
 func (*TrashRestoreRequest) ProtoMessage() {}
 
 func (x *TrashRestoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[86]
+	mi := &file_meta_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6908,7 +6967,7 @@ func (x *TrashRestoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashRestoreRequest.ProtoReflect.Descriptor instead.
 func (*TrashRestoreRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{86}
+	return file_meta_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *TrashRestoreRequest) GetIno() uint64 {
@@ -6949,7 +7008,7 @@ type TrashRestoreReply struct {
 
 func (x *TrashRestoreReply) Reset() {
 	*x = TrashRestoreReply{}
-	mi := &file_meta_proto_msgTypes[87]
+	mi := &file_meta_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6961,7 +7020,7 @@ func (x *TrashRestoreReply) String() string {
 func (*TrashRestoreReply) ProtoMessage() {}
 
 func (x *TrashRestoreReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[87]
+	mi := &file_meta_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6974,7 +7033,7 @@ func (x *TrashRestoreReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashRestoreReply.ProtoReflect.Descriptor instead.
 func (*TrashRestoreReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{87}
+	return file_meta_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *TrashRestoreReply) GetPaths() []string {
@@ -7005,7 +7064,7 @@ type TrashPurgeRequest struct {
 
 func (x *TrashPurgeRequest) Reset() {
 	*x = TrashPurgeRequest{}
-	mi := &file_meta_proto_msgTypes[88]
+	mi := &file_meta_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7017,7 +7076,7 @@ func (x *TrashPurgeRequest) String() string {
 func (*TrashPurgeRequest) ProtoMessage() {}
 
 func (x *TrashPurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[88]
+	mi := &file_meta_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7030,7 +7089,7 @@ func (x *TrashPurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashPurgeRequest.ProtoReflect.Descriptor instead.
 func (*TrashPurgeRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{88}
+	return file_meta_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *TrashPurgeRequest) GetIno() uint64 {
@@ -7071,7 +7130,7 @@ type TrashPurgeReply struct {
 
 func (x *TrashPurgeReply) Reset() {
 	*x = TrashPurgeReply{}
-	mi := &file_meta_proto_msgTypes[89]
+	mi := &file_meta_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7083,7 +7142,7 @@ func (x *TrashPurgeReply) String() string {
 func (*TrashPurgeReply) ProtoMessage() {}
 
 func (x *TrashPurgeReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[89]
+	mi := &file_meta_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7096,7 +7155,7 @@ func (x *TrashPurgeReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashPurgeReply.ProtoReflect.Descriptor instead.
 func (*TrashPurgeReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{89}
+	return file_meta_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *TrashPurgeReply) GetFiles() uint64 {
@@ -7141,7 +7200,7 @@ type XNode struct {
 
 func (x *XNode) Reset() {
 	*x = XNode{}
-	mi := &file_meta_proto_msgTypes[90]
+	mi := &file_meta_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7153,7 +7212,7 @@ func (x *XNode) String() string {
 func (*XNode) ProtoMessage() {}
 
 func (x *XNode) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[90]
+	mi := &file_meta_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7166,7 +7225,7 @@ func (x *XNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XNode.ProtoReflect.Descriptor instead.
 func (*XNode) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{90}
+	return file_meta_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *XNode) GetMode() uint32 {
@@ -7270,7 +7329,7 @@ type XEntry struct {
 
 func (x *XEntry) Reset() {
 	*x = XEntry{}
-	mi := &file_meta_proto_msgTypes[91]
+	mi := &file_meta_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7282,7 +7341,7 @@ func (x *XEntry) String() string {
 func (*XEntry) ProtoMessage() {}
 
 func (x *XEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[91]
+	mi := &file_meta_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7295,7 +7354,7 @@ func (x *XEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XEntry.ProtoReflect.Descriptor instead.
 func (*XEntry) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{91}
+	return file_meta_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *XEntry) GetName() string {
@@ -7322,7 +7381,7 @@ type XXattr struct {
 
 func (x *XXattr) Reset() {
 	*x = XXattr{}
-	mi := &file_meta_proto_msgTypes[92]
+	mi := &file_meta_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7334,7 +7393,7 @@ func (x *XXattr) String() string {
 func (*XXattr) ProtoMessage() {}
 
 func (x *XXattr) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[92]
+	mi := &file_meta_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7347,7 +7406,7 @@ func (x *XXattr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XXattr.ProtoReflect.Descriptor instead.
 func (*XXattr) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{92}
+	return file_meta_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *XXattr) GetName() string {
@@ -7374,7 +7433,7 @@ type XChunk struct {
 
 func (x *XChunk) Reset() {
 	*x = XChunk{}
-	mi := &file_meta_proto_msgTypes[93]
+	mi := &file_meta_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7386,7 +7445,7 @@ func (x *XChunk) String() string {
 func (*XChunk) ProtoMessage() {}
 
 func (x *XChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[93]
+	mi := &file_meta_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7399,7 +7458,7 @@ func (x *XChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XChunk.ProtoReflect.Descriptor instead.
 func (*XChunk) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{93}
+	return file_meta_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *XChunk) GetIndex() uint32 {
@@ -7429,7 +7488,7 @@ type XSlice struct {
 
 func (x *XSlice) Reset() {
 	*x = XSlice{}
-	mi := &file_meta_proto_msgTypes[94]
+	mi := &file_meta_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7441,7 +7500,7 @@ func (x *XSlice) String() string {
 func (*XSlice) ProtoMessage() {}
 
 func (x *XSlice) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[94]
+	mi := &file_meta_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7454,7 +7513,7 @@ func (x *XSlice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XSlice.ProtoReflect.Descriptor instead.
 func (*XSlice) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{94}
+	return file_meta_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *XSlice) GetId() uint64 {
@@ -7518,7 +7577,7 @@ type XPrepareRequest struct {
 
 func (x *XPrepareRequest) Reset() {
 	*x = XPrepareRequest{}
-	mi := &file_meta_proto_msgTypes[95]
+	mi := &file_meta_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7530,7 +7589,7 @@ func (x *XPrepareRequest) String() string {
 func (*XPrepareRequest) ProtoMessage() {}
 
 func (x *XPrepareRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[95]
+	mi := &file_meta_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7543,7 +7602,7 @@ func (x *XPrepareRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XPrepareRequest.ProtoReflect.Descriptor instead.
 func (*XPrepareRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{95}
+	return file_meta_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *XPrepareRequest) GetParent() uint64 {
@@ -7633,7 +7692,7 @@ type XPrepareReply struct {
 
 func (x *XPrepareReply) Reset() {
 	*x = XPrepareReply{}
-	mi := &file_meta_proto_msgTypes[96]
+	mi := &file_meta_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7645,7 +7704,7 @@ func (x *XPrepareReply) String() string {
 func (*XPrepareReply) ProtoMessage() {}
 
 func (x *XPrepareReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[96]
+	mi := &file_meta_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7658,7 +7717,7 @@ func (x *XPrepareReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XPrepareReply.ProtoReflect.Descriptor instead.
 func (*XPrepareReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{96}
+	return file_meta_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *XPrepareReply) GetDir() bool {
@@ -7716,7 +7775,7 @@ type XIntentRequest struct {
 
 func (x *XIntentRequest) Reset() {
 	*x = XIntentRequest{}
-	mi := &file_meta_proto_msgTypes[97]
+	mi := &file_meta_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7728,7 +7787,7 @@ func (x *XIntentRequest) String() string {
 func (*XIntentRequest) ProtoMessage() {}
 
 func (x *XIntentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[97]
+	mi := &file_meta_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7741,7 +7800,7 @@ func (x *XIntentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XIntentRequest.ProtoReflect.Descriptor instead.
 func (*XIntentRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{97}
+	return file_meta_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *XIntentRequest) GetIno() uint64 {
@@ -7781,7 +7840,7 @@ type XIntentReply struct {
 
 func (x *XIntentReply) Reset() {
 	*x = XIntentReply{}
-	mi := &file_meta_proto_msgTypes[98]
+	mi := &file_meta_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7793,7 +7852,7 @@ func (x *XIntentReply) String() string {
 func (*XIntentReply) ProtoMessage() {}
 
 func (x *XIntentReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[98]
+	mi := &file_meta_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7806,7 +7865,7 @@ func (x *XIntentReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XIntentReply.ProtoReflect.Descriptor instead.
 func (*XIntentReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{98}
+	return file_meta_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *XIntentReply) GetState() uint32 {
@@ -7832,7 +7891,7 @@ type XIntent struct {
 
 func (x *XIntent) Reset() {
 	*x = XIntent{}
-	mi := &file_meta_proto_msgTypes[99]
+	mi := &file_meta_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7844,7 +7903,7 @@ func (x *XIntent) String() string {
 func (*XIntent) ProtoMessage() {}
 
 func (x *XIntent) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[99]
+	mi := &file_meta_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7857,7 +7916,7 @@ func (x *XIntent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XIntent.ProtoReflect.Descriptor instead.
 func (*XIntent) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{99}
+	return file_meta_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *XIntent) GetId() []byte {
@@ -7925,7 +7984,7 @@ type XIntentListReply struct {
 
 func (x *XIntentListReply) Reset() {
 	*x = XIntentListReply{}
-	mi := &file_meta_proto_msgTypes[100]
+	mi := &file_meta_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7937,7 +7996,7 @@ func (x *XIntentListReply) String() string {
 func (*XIntentListReply) ProtoMessage() {}
 
 func (x *XIntentListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[100]
+	mi := &file_meta_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7950,7 +8009,7 @@ func (x *XIntentListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XIntentListReply.ProtoReflect.Descriptor instead.
 func (*XIntentListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{100}
+	return file_meta_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *XIntentListReply) GetIntents() []*XIntent {
@@ -7973,7 +8032,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_meta_proto_msgTypes[101]
+	mi := &file_meta_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7985,7 +8044,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[101]
+	mi := &file_meta_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7998,7 +8057,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{101}
+	return file_meta_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *SnapshotRequest) GetIno() uint64 {
@@ -8037,7 +8096,7 @@ type SnapshotInfo struct {
 
 func (x *SnapshotInfo) Reset() {
 	*x = SnapshotInfo{}
-	mi := &file_meta_proto_msgTypes[102]
+	mi := &file_meta_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8049,7 +8108,7 @@ func (x *SnapshotInfo) String() string {
 func (*SnapshotInfo) ProtoMessage() {}
 
 func (x *SnapshotInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[102]
+	mi := &file_meta_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8062,7 +8121,7 @@ func (x *SnapshotInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotInfo.ProtoReflect.Descriptor instead.
 func (*SnapshotInfo) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{102}
+	return file_meta_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *SnapshotInfo) GetName() string {
@@ -8116,7 +8175,7 @@ type SnapshotReply struct {
 
 func (x *SnapshotReply) Reset() {
 	*x = SnapshotReply{}
-	mi := &file_meta_proto_msgTypes[103]
+	mi := &file_meta_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8128,7 +8187,7 @@ func (x *SnapshotReply) String() string {
 func (*SnapshotReply) ProtoMessage() {}
 
 func (x *SnapshotReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[103]
+	mi := &file_meta_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8141,7 +8200,7 @@ func (x *SnapshotReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotReply.ProtoReflect.Descriptor instead.
 func (*SnapshotReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{103}
+	return file_meta_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *SnapshotReply) GetSnapshot() *SnapshotInfo {
@@ -8160,7 +8219,7 @@ type SnapshotListReply struct {
 
 func (x *SnapshotListReply) Reset() {
 	*x = SnapshotListReply{}
-	mi := &file_meta_proto_msgTypes[104]
+	mi := &file_meta_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8172,7 +8231,7 @@ func (x *SnapshotListReply) String() string {
 func (*SnapshotListReply) ProtoMessage() {}
 
 func (x *SnapshotListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[104]
+	mi := &file_meta_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8185,7 +8244,7 @@ func (x *SnapshotListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotListReply.ProtoReflect.Descriptor instead.
 func (*SnapshotListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{104}
+	return file_meta_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *SnapshotListReply) GetSnapshots() []*SnapshotInfo {
@@ -8209,7 +8268,7 @@ type SnapshotDiffRequest struct {
 
 func (x *SnapshotDiffRequest) Reset() {
 	*x = SnapshotDiffRequest{}
-	mi := &file_meta_proto_msgTypes[105]
+	mi := &file_meta_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8221,7 +8280,7 @@ func (x *SnapshotDiffRequest) String() string {
 func (*SnapshotDiffRequest) ProtoMessage() {}
 
 func (x *SnapshotDiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[105]
+	mi := &file_meta_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8234,7 +8293,7 @@ func (x *SnapshotDiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDiffRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotDiffRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{105}
+	return file_meta_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *SnapshotDiffRequest) GetIno() uint64 {
@@ -8279,7 +8338,7 @@ type SnapshotChange struct {
 
 func (x *SnapshotChange) Reset() {
 	*x = SnapshotChange{}
-	mi := &file_meta_proto_msgTypes[106]
+	mi := &file_meta_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8291,7 +8350,7 @@ func (x *SnapshotChange) String() string {
 func (*SnapshotChange) ProtoMessage() {}
 
 func (x *SnapshotChange) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[106]
+	mi := &file_meta_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8304,7 +8363,7 @@ func (x *SnapshotChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChange.ProtoReflect.Descriptor instead.
 func (*SnapshotChange) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{106}
+	return file_meta_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *SnapshotChange) GetOp() string {
@@ -8338,7 +8397,7 @@ type SnapshotDiffReply struct {
 
 func (x *SnapshotDiffReply) Reset() {
 	*x = SnapshotDiffReply{}
-	mi := &file_meta_proto_msgTypes[107]
+	mi := &file_meta_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8350,7 +8409,7 @@ func (x *SnapshotDiffReply) String() string {
 func (*SnapshotDiffReply) ProtoMessage() {}
 
 func (x *SnapshotDiffReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[107]
+	mi := &file_meta_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8363,7 +8422,7 @@ func (x *SnapshotDiffReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDiffReply.ProtoReflect.Descriptor instead.
 func (*SnapshotDiffReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{107}
+	return file_meta_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *SnapshotDiffReply) GetChanges() []*SnapshotChange {
@@ -8395,7 +8454,7 @@ type CloneRequest struct {
 
 func (x *CloneRequest) Reset() {
 	*x = CloneRequest{}
-	mi := &file_meta_proto_msgTypes[108]
+	mi := &file_meta_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8407,7 +8466,7 @@ func (x *CloneRequest) String() string {
 func (*CloneRequest) ProtoMessage() {}
 
 func (x *CloneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[108]
+	mi := &file_meta_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8420,7 +8479,7 @@ func (x *CloneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloneRequest.ProtoReflect.Descriptor instead.
 func (*CloneRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{108}
+	return file_meta_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *CloneRequest) GetIno() uint64 {
@@ -8587,7 +8646,7 @@ const file_meta_proto_rawDesc = "" +
 	"XattrReply\x12\x14\n" +
 	"\x05value\x18\x01 \x01(\fR\x05value\"&\n" +
 	"\x0eXattrListReply\x12\x14\n" +
-	"\x05names\x18\x01 \x03(\tR\x05names\"\xbf\x02\n" +
+	"\x05names\x18\x01 \x03(\tR\x05names\"\xf5\x02\n" +
 	"\tLogRecord\x12\x17\n" +
 	"\atime_ns\x18\x01 \x01(\x03R\x06timeNs\x12\x1b\n" +
 	"\tclient_id\x18\x02 \x01(\fR\bclientId\x12\x17\n" +
@@ -8601,7 +8660,11 @@ const file_meta_proto_rawDesc = "" +
 	"\vsession_end\x18\n" +
 	" \x01(\x0e2\x1a.canopy.meta.v1.SessionEndR\n" +
 	"sessionEnd\x12\x1b\n" +
-	"\tscope_top\x18F \x01(\x04R\bscopeTop\"\x84\x01\n" +
+	"\tscope_top\x18F \x01(\x04R\bscopeTop\x124\n" +
+	"\bsettings\x18\v \x01(\v2\x18.canopy.meta.v1.SettingsR\bsettings\")\n" +
+	"\bSettings\x12\x1d\n" +
+	"\n" +
+	"trash_days\x18\x01 \x01(\rR\ttrashDays\"\x84\x01\n" +
 	"\vVolumeReply\x12\x18\n" +
 	"\astorage\x18\x01 \x01(\tR\astorage\x12\x1d\n" +
 	"\n" +
@@ -9279,7 +9342,7 @@ func file_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 109)
+var file_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 110)
 var file_meta_proto_goTypes = []any{
 	(Method)(0),                     // 0: canopy.meta.v1.Method
 	(SetattrMask)(0),                // 1: canopy.meta.v1.SetattrMask
@@ -9308,93 +9371,94 @@ var file_meta_proto_goTypes = []any{
 	(*XattrReply)(nil),              // 24: canopy.meta.v1.XattrReply
 	(*XattrListReply)(nil),          // 25: canopy.meta.v1.XattrListReply
 	(*LogRecord)(nil),               // 26: canopy.meta.v1.LogRecord
-	(*VolumeReply)(nil),             // 27: canopy.meta.v1.VolumeReply
-	(*Slice)(nil),                   // 28: canopy.meta.v1.Slice
-	(*AllocSlicesRequest)(nil),      // 29: canopy.meta.v1.AllocSlicesRequest
-	(*AllocSlicesReply)(nil),        // 30: canopy.meta.v1.AllocSlicesReply
-	(*SliceWrite)(nil),              // 31: canopy.meta.v1.SliceWrite
-	(*CommitRequest)(nil),           // 32: canopy.meta.v1.CommitRequest
-	(*ConcatRequest)(nil),           // 33: canopy.meta.v1.ConcatRequest
-	(*ReadChunksRequest)(nil),       // 34: canopy.meta.v1.ReadChunksRequest
-	(*ChunkView)(nil),               // 35: canopy.meta.v1.ChunkView
-	(*ReadChunksReply)(nil),         // 36: canopy.meta.v1.ReadChunksReply
-	(*InlineSlice)(nil),             // 37: canopy.meta.v1.InlineSlice
-	(*ListInlineReply)(nil),         // 38: canopy.meta.v1.ListInlineReply
-	(*OpenRequest)(nil),             // 39: canopy.meta.v1.OpenRequest
-	(*CompactRequest)(nil),          // 40: canopy.meta.v1.CompactRequest
-	(*SliceRef)(nil),                // 41: canopy.meta.v1.SliceRef
-	(*ListSlicesRequest)(nil),       // 42: canopy.meta.v1.ListSlicesRequest
-	(*ListSlicesReply)(nil),         // 43: canopy.meta.v1.ListSlicesReply
-	(*PurgeRequest)(nil),            // 44: canopy.meta.v1.PurgeRequest
-	(*LockRequest)(nil),             // 45: canopy.meta.v1.LockRequest
-	(*LockReply)(nil),               // 46: canopy.meta.v1.LockReply
-	(*HeartbeatReply)(nil),          // 47: canopy.meta.v1.HeartbeatReply
-	(*MountEntry)(nil),              // 48: canopy.meta.v1.MountEntry
-	(*Route)(nil),                   // 49: canopy.meta.v1.Route
-	(*TablesRequest)(nil),           // 50: canopy.meta.v1.TablesRequest
-	(*TablesReply)(nil),             // 51: canopy.meta.v1.TablesReply
-	(*TablesUpdate)(nil),            // 52: canopy.meta.v1.TablesUpdate
-	(*DumpRequest)(nil),             // 53: canopy.meta.v1.DumpRequest
-	(*DumpReply)(nil),               // 54: canopy.meta.v1.DumpReply
-	(*StatusRequest)(nil),           // 55: canopy.meta.v1.StatusRequest
-	(*StatusReply)(nil),             // 56: canopy.meta.v1.StatusReply
-	(*RunRecord)(nil),               // 57: canopy.meta.v1.RunRecord
-	(*ClientStatus)(nil),            // 58: canopy.meta.v1.ClientStatus
-	(*AnnounceRequest)(nil),         // 59: canopy.meta.v1.AnnounceRequest
-	(*IDRange)(nil),                 // 60: canopy.meta.v1.IDRange
-	(*Credential)(nil),              // 61: canopy.meta.v1.Credential
-	(*AuthTableReply)(nil),          // 62: canopy.meta.v1.AuthTableReply
-	(*AuthSyncRequest)(nil),         // 63: canopy.meta.v1.AuthSyncRequest
-	(*AuthAddRequest)(nil),          // 64: canopy.meta.v1.AuthAddRequest
-	(*AuthNameRequest)(nil),         // 65: canopy.meta.v1.AuthNameRequest
-	(*AuthRotateRequest)(nil),       // 66: canopy.meta.v1.AuthRotateRequest
-	(*CredentialReply)(nil),         // 67: canopy.meta.v1.CredentialReply
-	(*AuthListReply)(nil),           // 68: canopy.meta.v1.AuthListReply
-	(*GroupRequest)(nil),            // 69: canopy.meta.v1.GroupRequest
-	(*GroupReply)(nil),              // 70: canopy.meta.v1.GroupReply
-	(*GroupTransferRequest)(nil),    // 71: canopy.meta.v1.GroupTransferRequest
-	(*GroupAddRequest)(nil),         // 72: canopy.meta.v1.GroupAddRequest
-	(*GroupRemoveRequest)(nil),      // 73: canopy.meta.v1.GroupRemoveRequest
-	(*GroupMember)(nil),             // 74: canopy.meta.v1.GroupMember
-	(*QuotaSetRequest)(nil),         // 75: canopy.meta.v1.QuotaSetRequest
-	(*Quota)(nil),                   // 76: canopy.meta.v1.Quota
-	(*QuotaReply)(nil),              // 77: canopy.meta.v1.QuotaReply
-	(*QuotaListReply)(nil),          // 78: canopy.meta.v1.QuotaListReply
-	(*QuotaMismatch)(nil),           // 79: canopy.meta.v1.QuotaMismatch
-	(*QuotaCheckReply)(nil),         // 80: canopy.meta.v1.QuotaCheckReply
-	(*OwnerQuotaSetRequest)(nil),    // 81: canopy.meta.v1.OwnerQuotaSetRequest
-	(*OwnerQuotaRequest)(nil),       // 82: canopy.meta.v1.OwnerQuotaRequest
-	(*OwnerQuotaAdjustRequest)(nil), // 83: canopy.meta.v1.OwnerQuotaAdjustRequest
-	(*OwnerQuota)(nil),              // 84: canopy.meta.v1.OwnerQuota
-	(*OwnerQuotaReply)(nil),         // 85: canopy.meta.v1.OwnerQuotaReply
-	(*OwnerQuotaListReply)(nil),     // 86: canopy.meta.v1.OwnerQuotaListReply
-	(*OwnerQuotaMismatch)(nil),      // 87: canopy.meta.v1.OwnerQuotaMismatch
-	(*OwnerQuotaCheckReply)(nil),    // 88: canopy.meta.v1.OwnerQuotaCheckReply
-	(*TrashEntry)(nil),              // 89: canopy.meta.v1.TrashEntry
-	(*TrashListReply)(nil),          // 90: canopy.meta.v1.TrashListReply
-	(*TrashRestoreRequest)(nil),     // 91: canopy.meta.v1.TrashRestoreRequest
-	(*TrashRestoreReply)(nil),       // 92: canopy.meta.v1.TrashRestoreReply
-	(*TrashPurgeRequest)(nil),       // 93: canopy.meta.v1.TrashPurgeRequest
-	(*TrashPurgeReply)(nil),         // 94: canopy.meta.v1.TrashPurgeReply
-	(*XNode)(nil),                   // 95: canopy.meta.v1.XNode
-	(*XEntry)(nil),                  // 96: canopy.meta.v1.XEntry
-	(*XXattr)(nil),                  // 97: canopy.meta.v1.XXattr
-	(*XChunk)(nil),                  // 98: canopy.meta.v1.XChunk
-	(*XSlice)(nil),                  // 99: canopy.meta.v1.XSlice
-	(*XPrepareRequest)(nil),         // 100: canopy.meta.v1.XPrepareRequest
-	(*XPrepareReply)(nil),           // 101: canopy.meta.v1.XPrepareReply
-	(*XIntentRequest)(nil),          // 102: canopy.meta.v1.XIntentRequest
-	(*XIntentReply)(nil),            // 103: canopy.meta.v1.XIntentReply
-	(*XIntent)(nil),                 // 104: canopy.meta.v1.XIntent
-	(*XIntentListReply)(nil),        // 105: canopy.meta.v1.XIntentListReply
-	(*SnapshotRequest)(nil),         // 106: canopy.meta.v1.SnapshotRequest
-	(*SnapshotInfo)(nil),            // 107: canopy.meta.v1.SnapshotInfo
-	(*SnapshotReply)(nil),           // 108: canopy.meta.v1.SnapshotReply
-	(*SnapshotListReply)(nil),       // 109: canopy.meta.v1.SnapshotListReply
-	(*SnapshotDiffRequest)(nil),     // 110: canopy.meta.v1.SnapshotDiffRequest
-	(*SnapshotChange)(nil),          // 111: canopy.meta.v1.SnapshotChange
-	(*SnapshotDiffReply)(nil),       // 112: canopy.meta.v1.SnapshotDiffReply
-	(*CloneRequest)(nil),            // 113: canopy.meta.v1.CloneRequest
+	(*Settings)(nil),                // 27: canopy.meta.v1.Settings
+	(*VolumeReply)(nil),             // 28: canopy.meta.v1.VolumeReply
+	(*Slice)(nil),                   // 29: canopy.meta.v1.Slice
+	(*AllocSlicesRequest)(nil),      // 30: canopy.meta.v1.AllocSlicesRequest
+	(*AllocSlicesReply)(nil),        // 31: canopy.meta.v1.AllocSlicesReply
+	(*SliceWrite)(nil),              // 32: canopy.meta.v1.SliceWrite
+	(*CommitRequest)(nil),           // 33: canopy.meta.v1.CommitRequest
+	(*ConcatRequest)(nil),           // 34: canopy.meta.v1.ConcatRequest
+	(*ReadChunksRequest)(nil),       // 35: canopy.meta.v1.ReadChunksRequest
+	(*ChunkView)(nil),               // 36: canopy.meta.v1.ChunkView
+	(*ReadChunksReply)(nil),         // 37: canopy.meta.v1.ReadChunksReply
+	(*InlineSlice)(nil),             // 38: canopy.meta.v1.InlineSlice
+	(*ListInlineReply)(nil),         // 39: canopy.meta.v1.ListInlineReply
+	(*OpenRequest)(nil),             // 40: canopy.meta.v1.OpenRequest
+	(*CompactRequest)(nil),          // 41: canopy.meta.v1.CompactRequest
+	(*SliceRef)(nil),                // 42: canopy.meta.v1.SliceRef
+	(*ListSlicesRequest)(nil),       // 43: canopy.meta.v1.ListSlicesRequest
+	(*ListSlicesReply)(nil),         // 44: canopy.meta.v1.ListSlicesReply
+	(*PurgeRequest)(nil),            // 45: canopy.meta.v1.PurgeRequest
+	(*LockRequest)(nil),             // 46: canopy.meta.v1.LockRequest
+	(*LockReply)(nil),               // 47: canopy.meta.v1.LockReply
+	(*HeartbeatReply)(nil),          // 48: canopy.meta.v1.HeartbeatReply
+	(*MountEntry)(nil),              // 49: canopy.meta.v1.MountEntry
+	(*Route)(nil),                   // 50: canopy.meta.v1.Route
+	(*TablesRequest)(nil),           // 51: canopy.meta.v1.TablesRequest
+	(*TablesReply)(nil),             // 52: canopy.meta.v1.TablesReply
+	(*TablesUpdate)(nil),            // 53: canopy.meta.v1.TablesUpdate
+	(*DumpRequest)(nil),             // 54: canopy.meta.v1.DumpRequest
+	(*DumpReply)(nil),               // 55: canopy.meta.v1.DumpReply
+	(*StatusRequest)(nil),           // 56: canopy.meta.v1.StatusRequest
+	(*StatusReply)(nil),             // 57: canopy.meta.v1.StatusReply
+	(*RunRecord)(nil),               // 58: canopy.meta.v1.RunRecord
+	(*ClientStatus)(nil),            // 59: canopy.meta.v1.ClientStatus
+	(*AnnounceRequest)(nil),         // 60: canopy.meta.v1.AnnounceRequest
+	(*IDRange)(nil),                 // 61: canopy.meta.v1.IDRange
+	(*Credential)(nil),              // 62: canopy.meta.v1.Credential
+	(*AuthTableReply)(nil),          // 63: canopy.meta.v1.AuthTableReply
+	(*AuthSyncRequest)(nil),         // 64: canopy.meta.v1.AuthSyncRequest
+	(*AuthAddRequest)(nil),          // 65: canopy.meta.v1.AuthAddRequest
+	(*AuthNameRequest)(nil),         // 66: canopy.meta.v1.AuthNameRequest
+	(*AuthRotateRequest)(nil),       // 67: canopy.meta.v1.AuthRotateRequest
+	(*CredentialReply)(nil),         // 68: canopy.meta.v1.CredentialReply
+	(*AuthListReply)(nil),           // 69: canopy.meta.v1.AuthListReply
+	(*GroupRequest)(nil),            // 70: canopy.meta.v1.GroupRequest
+	(*GroupReply)(nil),              // 71: canopy.meta.v1.GroupReply
+	(*GroupTransferRequest)(nil),    // 72: canopy.meta.v1.GroupTransferRequest
+	(*GroupAddRequest)(nil),         // 73: canopy.meta.v1.GroupAddRequest
+	(*GroupRemoveRequest)(nil),      // 74: canopy.meta.v1.GroupRemoveRequest
+	(*GroupMember)(nil),             // 75: canopy.meta.v1.GroupMember
+	(*QuotaSetRequest)(nil),         // 76: canopy.meta.v1.QuotaSetRequest
+	(*Quota)(nil),                   // 77: canopy.meta.v1.Quota
+	(*QuotaReply)(nil),              // 78: canopy.meta.v1.QuotaReply
+	(*QuotaListReply)(nil),          // 79: canopy.meta.v1.QuotaListReply
+	(*QuotaMismatch)(nil),           // 80: canopy.meta.v1.QuotaMismatch
+	(*QuotaCheckReply)(nil),         // 81: canopy.meta.v1.QuotaCheckReply
+	(*OwnerQuotaSetRequest)(nil),    // 82: canopy.meta.v1.OwnerQuotaSetRequest
+	(*OwnerQuotaRequest)(nil),       // 83: canopy.meta.v1.OwnerQuotaRequest
+	(*OwnerQuotaAdjustRequest)(nil), // 84: canopy.meta.v1.OwnerQuotaAdjustRequest
+	(*OwnerQuota)(nil),              // 85: canopy.meta.v1.OwnerQuota
+	(*OwnerQuotaReply)(nil),         // 86: canopy.meta.v1.OwnerQuotaReply
+	(*OwnerQuotaListReply)(nil),     // 87: canopy.meta.v1.OwnerQuotaListReply
+	(*OwnerQuotaMismatch)(nil),      // 88: canopy.meta.v1.OwnerQuotaMismatch
+	(*OwnerQuotaCheckReply)(nil),    // 89: canopy.meta.v1.OwnerQuotaCheckReply
+	(*TrashEntry)(nil),              // 90: canopy.meta.v1.TrashEntry
+	(*TrashListReply)(nil),          // 91: canopy.meta.v1.TrashListReply
+	(*TrashRestoreRequest)(nil),     // 92: canopy.meta.v1.TrashRestoreRequest
+	(*TrashRestoreReply)(nil),       // 93: canopy.meta.v1.TrashRestoreReply
+	(*TrashPurgeRequest)(nil),       // 94: canopy.meta.v1.TrashPurgeRequest
+	(*TrashPurgeReply)(nil),         // 95: canopy.meta.v1.TrashPurgeReply
+	(*XNode)(nil),                   // 96: canopy.meta.v1.XNode
+	(*XEntry)(nil),                  // 97: canopy.meta.v1.XEntry
+	(*XXattr)(nil),                  // 98: canopy.meta.v1.XXattr
+	(*XChunk)(nil),                  // 99: canopy.meta.v1.XChunk
+	(*XSlice)(nil),                  // 100: canopy.meta.v1.XSlice
+	(*XPrepareRequest)(nil),         // 101: canopy.meta.v1.XPrepareRequest
+	(*XPrepareReply)(nil),           // 102: canopy.meta.v1.XPrepareReply
+	(*XIntentRequest)(nil),          // 103: canopy.meta.v1.XIntentRequest
+	(*XIntentReply)(nil),            // 104: canopy.meta.v1.XIntentReply
+	(*XIntent)(nil),                 // 105: canopy.meta.v1.XIntent
+	(*XIntentListReply)(nil),        // 106: canopy.meta.v1.XIntentListReply
+	(*SnapshotRequest)(nil),         // 107: canopy.meta.v1.SnapshotRequest
+	(*SnapshotInfo)(nil),            // 108: canopy.meta.v1.SnapshotInfo
+	(*SnapshotReply)(nil),           // 109: canopy.meta.v1.SnapshotReply
+	(*SnapshotListReply)(nil),       // 110: canopy.meta.v1.SnapshotListReply
+	(*SnapshotDiffRequest)(nil),     // 111: canopy.meta.v1.SnapshotDiffRequest
+	(*SnapshotChange)(nil),          // 112: canopy.meta.v1.SnapshotChange
+	(*SnapshotDiffReply)(nil),       // 113: canopy.meta.v1.SnapshotDiffReply
+	(*CloneRequest)(nil),            // 114: canopy.meta.v1.CloneRequest
 }
 var file_meta_proto_depIdxs = []int32{
 	5,   // 0: canopy.meta.v1.Dirent.attr:type_name -> canopy.meta.v1.Attr
@@ -9402,59 +9466,60 @@ var file_meta_proto_depIdxs = []int32{
 	5,   // 2: canopy.meta.v1.AttrReply.attr:type_name -> canopy.meta.v1.Attr
 	5,   // 3: canopy.meta.v1.AttrReply.parent:type_name -> canopy.meta.v1.Attr
 	4,   // 4: canopy.meta.v1.LogRecord.session_end:type_name -> canopy.meta.v1.SessionEnd
-	28,  // 5: canopy.meta.v1.SliceWrite.slice:type_name -> canopy.meta.v1.Slice
-	31,  // 6: canopy.meta.v1.CommitRequest.writes:type_name -> canopy.meta.v1.SliceWrite
-	13,  // 7: canopy.meta.v1.CommitRequest.attrs:type_name -> canopy.meta.v1.SetattrRequest
-	28,  // 8: canopy.meta.v1.ChunkView.slices:type_name -> canopy.meta.v1.Slice
-	5,   // 9: canopy.meta.v1.ReadChunksReply.attr:type_name -> canopy.meta.v1.Attr
-	35,  // 10: canopy.meta.v1.ReadChunksReply.chunks:type_name -> canopy.meta.v1.ChunkView
-	37,  // 11: canopy.meta.v1.ReadChunksReply.inline:type_name -> canopy.meta.v1.InlineSlice
-	37,  // 12: canopy.meta.v1.ListInlineReply.slices:type_name -> canopy.meta.v1.InlineSlice
-	28,  // 13: canopy.meta.v1.CompactRequest.slice:type_name -> canopy.meta.v1.Slice
-	41,  // 14: canopy.meta.v1.ListSlicesReply.slices:type_name -> canopy.meta.v1.SliceRef
-	48,  // 15: canopy.meta.v1.TablesReply.mounts:type_name -> canopy.meta.v1.MountEntry
-	49,  // 16: canopy.meta.v1.TablesReply.routes:type_name -> canopy.meta.v1.Route
-	48,  // 17: canopy.meta.v1.TablesUpdate.set_mounts:type_name -> canopy.meta.v1.MountEntry
-	49,  // 18: canopy.meta.v1.TablesUpdate.set_routes:type_name -> canopy.meta.v1.Route
-	58,  // 19: canopy.meta.v1.StatusReply.clients:type_name -> canopy.meta.v1.ClientStatus
-	57,  // 20: canopy.meta.v1.StatusReply.collector:type_name -> canopy.meta.v1.RunRecord
-	57,  // 21: canopy.meta.v1.StatusReply.fsck:type_name -> canopy.meta.v1.RunRecord
-	60,  // 22: canopy.meta.v1.Credential.uids:type_name -> canopy.meta.v1.IDRange
-	60,  // 23: canopy.meta.v1.Credential.gids:type_name -> canopy.meta.v1.IDRange
-	61,  // 24: canopy.meta.v1.AuthTableReply.credentials:type_name -> canopy.meta.v1.Credential
-	61,  // 25: canopy.meta.v1.AuthSyncRequest.credentials:type_name -> canopy.meta.v1.Credential
-	61,  // 26: canopy.meta.v1.AuthAddRequest.credential:type_name -> canopy.meta.v1.Credential
-	61,  // 27: canopy.meta.v1.CredentialReply.credential:type_name -> canopy.meta.v1.Credential
-	61,  // 28: canopy.meta.v1.AuthListReply.credentials:type_name -> canopy.meta.v1.Credential
-	74,  // 29: canopy.meta.v1.GroupReply.members:type_name -> canopy.meta.v1.GroupMember
-	76,  // 30: canopy.meta.v1.QuotaReply.quota:type_name -> canopy.meta.v1.Quota
-	76,  // 31: canopy.meta.v1.QuotaListReply.quotas:type_name -> canopy.meta.v1.Quota
-	76,  // 32: canopy.meta.v1.QuotaMismatch.quota:type_name -> canopy.meta.v1.Quota
-	79,  // 33: canopy.meta.v1.QuotaCheckReply.mismatches:type_name -> canopy.meta.v1.QuotaMismatch
-	84,  // 34: canopy.meta.v1.OwnerQuotaReply.quota:type_name -> canopy.meta.v1.OwnerQuota
-	84,  // 35: canopy.meta.v1.OwnerQuotaListReply.quotas:type_name -> canopy.meta.v1.OwnerQuota
-	84,  // 36: canopy.meta.v1.OwnerQuotaMismatch.quota:type_name -> canopy.meta.v1.OwnerQuota
-	87,  // 37: canopy.meta.v1.OwnerQuotaCheckReply.mismatches:type_name -> canopy.meta.v1.OwnerQuotaMismatch
-	5,   // 38: canopy.meta.v1.TrashEntry.attr:type_name -> canopy.meta.v1.Attr
-	89,  // 39: canopy.meta.v1.TrashListReply.entries:type_name -> canopy.meta.v1.TrashEntry
-	97,  // 40: canopy.meta.v1.XNode.xattrs:type_name -> canopy.meta.v1.XXattr
-	98,  // 41: canopy.meta.v1.XNode.chunks:type_name -> canopy.meta.v1.XChunk
-	37,  // 42: canopy.meta.v1.XNode.inline:type_name -> canopy.meta.v1.InlineSlice
-	96,  // 43: canopy.meta.v1.XNode.entries:type_name -> canopy.meta.v1.XEntry
-	95,  // 44: canopy.meta.v1.XEntry.node:type_name -> canopy.meta.v1.XNode
-	99,  // 45: canopy.meta.v1.XChunk.slices:type_name -> canopy.meta.v1.XSlice
-	95,  // 46: canopy.meta.v1.XPrepareReply.image:type_name -> canopy.meta.v1.XNode
-	95,  // 47: canopy.meta.v1.XIntentRequest.image:type_name -> canopy.meta.v1.XNode
-	95,  // 48: canopy.meta.v1.XIntent.image:type_name -> canopy.meta.v1.XNode
-	104, // 49: canopy.meta.v1.XIntentListReply.intents:type_name -> canopy.meta.v1.XIntent
-	107, // 50: canopy.meta.v1.SnapshotReply.snapshot:type_name -> canopy.meta.v1.SnapshotInfo
-	107, // 51: canopy.meta.v1.SnapshotListReply.snapshots:type_name -> canopy.meta.v1.SnapshotInfo
-	111, // 52: canopy.meta.v1.SnapshotDiffReply.changes:type_name -> canopy.meta.v1.SnapshotChange
-	53,  // [53:53] is the sub-list for method output_type
-	53,  // [53:53] is the sub-list for method input_type
-	53,  // [53:53] is the sub-list for extension type_name
-	53,  // [53:53] is the sub-list for extension extendee
-	0,   // [0:53] is the sub-list for field type_name
+	27,  // 5: canopy.meta.v1.LogRecord.settings:type_name -> canopy.meta.v1.Settings
+	29,  // 6: canopy.meta.v1.SliceWrite.slice:type_name -> canopy.meta.v1.Slice
+	32,  // 7: canopy.meta.v1.CommitRequest.writes:type_name -> canopy.meta.v1.SliceWrite
+	13,  // 8: canopy.meta.v1.CommitRequest.attrs:type_name -> canopy.meta.v1.SetattrRequest
+	29,  // 9: canopy.meta.v1.ChunkView.slices:type_name -> canopy.meta.v1.Slice
+	5,   // 10: canopy.meta.v1.ReadChunksReply.attr:type_name -> canopy.meta.v1.Attr
+	36,  // 11: canopy.meta.v1.ReadChunksReply.chunks:type_name -> canopy.meta.v1.ChunkView
+	38,  // 12: canopy.meta.v1.ReadChunksReply.inline:type_name -> canopy.meta.v1.InlineSlice
+	38,  // 13: canopy.meta.v1.ListInlineReply.slices:type_name -> canopy.meta.v1.InlineSlice
+	29,  // 14: canopy.meta.v1.CompactRequest.slice:type_name -> canopy.meta.v1.Slice
+	42,  // 15: canopy.meta.v1.ListSlicesReply.slices:type_name -> canopy.meta.v1.SliceRef
+	49,  // 16: canopy.meta.v1.TablesReply.mounts:type_name -> canopy.meta.v1.MountEntry
+	50,  // 17: canopy.meta.v1.TablesReply.routes:type_name -> canopy.meta.v1.Route
+	49,  // 18: canopy.meta.v1.TablesUpdate.set_mounts:type_name -> canopy.meta.v1.MountEntry
+	50,  // 19: canopy.meta.v1.TablesUpdate.set_routes:type_name -> canopy.meta.v1.Route
+	59,  // 20: canopy.meta.v1.StatusReply.clients:type_name -> canopy.meta.v1.ClientStatus
+	58,  // 21: canopy.meta.v1.StatusReply.collector:type_name -> canopy.meta.v1.RunRecord
+	58,  // 22: canopy.meta.v1.StatusReply.fsck:type_name -> canopy.meta.v1.RunRecord
+	61,  // 23: canopy.meta.v1.Credential.uids:type_name -> canopy.meta.v1.IDRange
+	61,  // 24: canopy.meta.v1.Credential.gids:type_name -> canopy.meta.v1.IDRange
+	62,  // 25: canopy.meta.v1.AuthTableReply.credentials:type_name -> canopy.meta.v1.Credential
+	62,  // 26: canopy.meta.v1.AuthSyncRequest.credentials:type_name -> canopy.meta.v1.Credential
+	62,  // 27: canopy.meta.v1.AuthAddRequest.credential:type_name -> canopy.meta.v1.Credential
+	62,  // 28: canopy.meta.v1.CredentialReply.credential:type_name -> canopy.meta.v1.Credential
+	62,  // 29: canopy.meta.v1.AuthListReply.credentials:type_name -> canopy.meta.v1.Credential
+	75,  // 30: canopy.meta.v1.GroupReply.members:type_name -> canopy.meta.v1.GroupMember
+	77,  // 31: canopy.meta.v1.QuotaReply.quota:type_name -> canopy.meta.v1.Quota
+	77,  // 32: canopy.meta.v1.QuotaListReply.quotas:type_name -> canopy.meta.v1.Quota
+	77,  // 33: canopy.meta.v1.QuotaMismatch.quota:type_name -> canopy.meta.v1.Quota
+	80,  // 34: canopy.meta.v1.QuotaCheckReply.mismatches:type_name -> canopy.meta.v1.QuotaMismatch
+	85,  // 35: canopy.meta.v1.OwnerQuotaReply.quota:type_name -> canopy.meta.v1.OwnerQuota
+	85,  // 36: canopy.meta.v1.OwnerQuotaListReply.quotas:type_name -> canopy.meta.v1.OwnerQuota
+	85,  // 37: canopy.meta.v1.OwnerQuotaMismatch.quota:type_name -> canopy.meta.v1.OwnerQuota
+	88,  // 38: canopy.meta.v1.OwnerQuotaCheckReply.mismatches:type_name -> canopy.meta.v1.OwnerQuotaMismatch
+	5,   // 39: canopy.meta.v1.TrashEntry.attr:type_name -> canopy.meta.v1.Attr
+	90,  // 40: canopy.meta.v1.TrashListReply.entries:type_name -> canopy.meta.v1.TrashEntry
+	98,  // 41: canopy.meta.v1.XNode.xattrs:type_name -> canopy.meta.v1.XXattr
+	99,  // 42: canopy.meta.v1.XNode.chunks:type_name -> canopy.meta.v1.XChunk
+	38,  // 43: canopy.meta.v1.XNode.inline:type_name -> canopy.meta.v1.InlineSlice
+	97,  // 44: canopy.meta.v1.XNode.entries:type_name -> canopy.meta.v1.XEntry
+	96,  // 45: canopy.meta.v1.XEntry.node:type_name -> canopy.meta.v1.XNode
+	100, // 46: canopy.meta.v1.XChunk.slices:type_name -> canopy.meta.v1.XSlice
+	96,  // 47: canopy.meta.v1.XPrepareReply.image:type_name -> canopy.meta.v1.XNode
+	96,  // 48: canopy.meta.v1.XIntentRequest.image:type_name -> canopy.meta.v1.XNode
+	96,  // 49: canopy.meta.v1.XIntent.image:type_name -> canopy.meta.v1.XNode
+	105, // 50: canopy.meta.v1.XIntentListReply.intents:type_name -> canopy.meta.v1.XIntent
+	108, // 51: canopy.meta.v1.SnapshotReply.snapshot:type_name -> canopy.meta.v1.SnapshotInfo
+	108, // 52: canopy.meta.v1.SnapshotListReply.snapshots:type_name -> canopy.meta.v1.SnapshotInfo
+	112, // 53: canopy.meta.v1.SnapshotDiffReply.changes:type_name -> canopy.meta.v1.SnapshotChange
+	54,  // [54:54] is the sub-list for method output_type
+	54,  // [54:54] is the sub-list for method input_type
+	54,  // [54:54] is the sub-list for extension type_name
+	54,  // [54:54] is the sub-list for extension extendee
+	0,   // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_meta_proto_init() }
@@ -9468,7 +9533,7 @@ func file_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meta_proto_rawDesc), len(file_meta_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   109,
+			NumMessages:   110,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -89,9 +89,14 @@ func (e *Engine) trashSigNow() trashSig {
 // ErrNotInTrash is returned for a restore of a name the trash does not hold.
 var ErrNotInTrash = errors.New("not in the trash")
 
-// SetTrashDays turns the trash on, keeping removed nodes for days days,
-// or off with 0. Every replica of a partition must use the same value.
-func (e *Engine) SetTrashDays(days int) { e.trash = trashState{days: max(days, 0)} }
+// MaxTrashDays is the longest the trash keeps anything: 100 years.
+const MaxTrashDays = 36500
+
+// SetTrashDays turns the trash on, keeping removed nodes for days days
+// (at most MaxTrashDays), or off with 0. It is state: the server changes
+// it only through a logged record, so that replay and every replica
+// apply removals alike.
+func (e *Engine) SetTrashDays(days int) { e.trash = trashState{days: min(max(days, 0), MaxTrashDays)} }
 
 // TrashDays returns the days the trash keeps what it holds; 0: off.
 func (e *Engine) TrashDays() int { return e.trash.days }

@@ -38,7 +38,7 @@ func recoverState(cfg *Config) (*recovered, error) {
 		return nil, fmt.Errorf("sync %s: %w", filepath.Dir(dir), err)
 	}
 	sm := newStateMachine(cfg.RetryCacheSize, cfg.RetryCacheTTL, log)
-	sm.trashDays = cfg.TrashDays
+	sm.unloggedDays = cfg.TrashDays
 	start := time.Now()
 	lsn, body, ok, err := wal.OpenCheckpoint(fs, dir)
 	if err != nil {
@@ -52,7 +52,7 @@ func recoverState(cfg *Config) (*recovered, error) {
 		}
 	} else {
 		sm.eng = engine.New(cfg.Partition, cfg.Clock())
-		sm.eng.SetTrashDays(sm.trashDays)
+		sm.eng.SetTrashDays(cfg.TrashDays) // in the checkpoint written next
 		if err := writeCheckpoint(fs, dir, &checkpointJob{lsn: 0, body: sm.mustEncodeState()}); err != nil {
 			return nil, fmt.Errorf("format %s: %w", dir, err)
 		}
@@ -76,9 +76,10 @@ func recoverState(cfg *Config) (*recovered, error) {
 	sm.nextLSN = l.LastLSN() + 1
 	// A restart ends every session: the first record of the new run says
 	// so, and frees the files that were open when they lost their last
-	// link. Replaying it frees them again, identically.
-	if sm.needsRestartRecord() {
-		if err := sm.logRestart(l, cfg.Clock()); err != nil {
+	// link. Replaying it frees them again, identically. It also carries
+	// the settings this run was started with, if the state's differ.
+	if settings := sm.settingsFor(cfg); settings != nil || sm.needsRestartRecord() {
+		if err := sm.logRestart(l, cfg.Clock(), settings); err != nil {
 			l.Close()
 			return nil, fmt.Errorf("log restart in %s: %w", dir, err)
 		}
@@ -90,10 +91,11 @@ func recoverState(cfg *Config) (*recovered, error) {
 }
 
 // logRestart applies and logs the record that ends every session before
-// the restart, at the local clock (never earlier than the log's), and
-// syncs it before anything is served.
-func (sm *stateMachine) logRestart(l *wal.Log, now int64) error {
-	rec := &pb.LogRecord{TimeNs: sm.clock(now), SessionEnd: pb.SessionEnd_SESSION_END_ALL}
+// the restart, with the settings that change (nil: none), at the local
+// clock (never earlier than the log's), and syncs it before anything is
+// served.
+func (sm *stateMachine) logRestart(l *wal.Log, now int64, settings *pb.Settings) error {
+	rec := &pb.LogRecord{TimeNs: sm.clock(now), SessionEnd: pb.SessionEnd_SESSION_END_ALL, Settings: settings}
 	if _, _, err := sm.Apply(rec, nil); err != nil {
 		return err
 	}

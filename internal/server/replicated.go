@@ -238,7 +238,7 @@ func (rs *replicatedState) Restore(r io.Reader) error {
 		return fmt.Errorf("load snapshot: index: %w", err)
 	}
 	fresh := newStateMachine(rs.cfg.RetryCacheSize, rs.cfg.RetryCacheTTL, rs.cfg.Logger)
-	fresh.trashDays = rs.cfg.TrashDays
+	fresh.unloggedDays = rs.cfg.TrashDays
 	if err := fresh.decodeState(br); err != nil {
 		return fmt.Errorf("load snapshot: %w", err)
 	}
@@ -278,6 +278,7 @@ type replicated struct {
 	readerDone    chan struct{}  // closed when the reader returns: it proposes no more
 	slots         chan struct{}  // bounds the proposals waiting at once
 	answers       answerQueue    // proposals answered, for the answerer goroutine
+	settledTerm   uint64         // the last term whose settings this replica proposed as leader; the proposer's
 }
 
 // proposeTimeout bounds how long a call waits for its entry to apply
@@ -314,7 +315,7 @@ func openReplicated(s *Server) error {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
 	sm := newStateMachine(cfg.RetryCacheSize, cfg.RetryCacheTTL, cfg.Logger)
-	sm.trashDays = cfg.TrashDays
+	sm.unloggedDays = cfg.TrashDays
 	// What STATUS tells of this process: its directory, its start, the
 	// locks its clients hold here (no dumps: a replica does not serve them).
 	sm.ops.locks, sm.ops.dir, sm.ops.started = s.locks, cfg.Dir, time.Now()
@@ -322,10 +323,11 @@ func openReplicated(s *Server) error {
 	// holds, as in the single-replica mode.
 	s.intake.access = &access{creds: sm.creds, grants: sm.grants, clock: cfg.Clock, partition: cfg.Partition,
 		log: s.log, audit: s.audit, refusals: rpc.NewLogLimiter(refusalLines, 4*refusalLines)}
-	// Time 0, not the local clock: every replica starts from the same
-	// bytes. The first records move the clock on.
+	// Time 0, not the local clock, and the trash off, not this replica's
+	// setting: every replica starts from the same bytes. The first records
+	// move the clock on, and the leader's first proposal of its term sets
+	// the trash (settle).
 	sm.eng = engine.New(cfg.Partition, 0)
-	sm.eng.SetTrashDays(sm.trashDays)
 	r := &replicated{
 		cfg: cfg, state: &replicatedState{sm: sm, partition: cfg.Partition, cfg: cfg, members: map[uint64]Peer{}},
 		local: peers, watch: s.watch, reads: s.reads, writes: s.writes, readerDone: make(chan struct{}),
@@ -479,6 +481,7 @@ func (r *replicated) proposer() {
 		r.answerLoop(quit)
 	}()
 	for o := range r.writes {
+		r.settle()
 		if r.confine(o) {
 			r.propose(o, r.record(o))
 		}

@@ -27,6 +27,7 @@ type group struct {
 	snap  uint64        // RaftSnapshotEntries; 0 = default
 	audit string        // AuditLog of each replica, with its number appended; "" = none
 	locks time.Duration // LockTimeout; 0 = default
+	trash []int         // TrashDays of each replica; nil = 0
 	peers []Peer
 	dirs  []string
 	srvs  []*Server
@@ -67,6 +68,9 @@ func (g *group) start(i int) {
 	g.t.Helper()
 	cfg := Config{Dir: g.dirs[i], Peers: g.peers, ReplicaID: g.peers[i].ID, RaftTick: 10 * time.Millisecond,
 		RaftSnapshotEntries: g.snap, RaftCatchUpEntries: g.snap / 4, LockTimeout: g.locks, Logger: slog.New(slog.DiscardHandler)}
+	if g.trash != nil {
+		cfg.TrashDays = g.trash[i]
+	}
 	if g.audit != "" {
 		cfg.AuditLog = fmt.Sprintf("%s.%d", g.audit, i+1)
 	}

@@ -51,9 +51,12 @@ type Config struct {
 	// durable, beyond one sync. Default 2 ms; negative: no pause.
 	EarlySyncPause time.Duration
 	// TrashDays keeps what removals free in each partition's /.trash for
-	// that many days (engine/trash.go); 0, the default here, frees at
-	// once. `canopy meta` and `canopy up` default to 1. Every replica of
-	// a partition must use the same value.
+	// that many days (engine/trash.go, at most engine.MaxTrashDays); 0,
+	// the default here, frees at once. `canopy meta` and `canopy up`
+	// default to 1. The value is state: a server whose value differs from
+	// its state's logs the new one (with its restart record; a group's
+	// leader once per term), and replay applies each record with the value
+	// logged before it (settings.go).
 	TrashDays int
 
 	// The idle sweep packs directories unused for a while (idle.go).
@@ -179,6 +182,9 @@ type Server struct {
 // sweeper and memory releaser. It does not listen: call Serve.
 func Open(cfg Config) (*Server, error) {
 	cfg.setDefaults()
+	if cfg.TrashDays < 0 || cfg.TrashDays > engine.MaxTrashDays {
+		return nil, fmt.Errorf("trash days %d: must be 0 to %d", cfg.TrashDays, engine.MaxTrashDays)
+	}
 	s := &Server{
 		cfg:     cfg,
 		log:     cfg.Logger,

@@ -35,14 +35,17 @@ const maxCachedReply = 1 << 20
 // replay (replayRecord), and so later on a follower. Reads leave it as it
 // is.
 type stateMachine struct {
-	eng       *engine.Engine
-	cache     *retryCache
-	sessions  sessions     // files open per client
-	creds     *credStore   // the credentials (access.go); the root partition's only
-	grants    *scopeGrants // nodes shown to path-scoped clients (scope.go): not state, shared with the intake
-	ttl       int64        // how long a retry-cache entry lives, in the records' time
-	trashDays int          // the engine's trash days (Config.TrashDays), set on every engine it makes or loads
-	log       *slog.Logger
+	eng      *engine.Engine
+	cache    *retryCache
+	sessions sessions     // files open per client
+	creds    *credStore   // the credentials (access.go); the root partition's only
+	grants   *scopeGrants // nodes shown to path-scoped clients (scope.go): not state, shared with the intake
+	ttl      int64        // how long a retry-cache entry lives, in the records' time
+	// unloggedDays is the trash days of a state whose checkpoint did not
+	// carry them (state version < 3), until a record sets them: the
+	// configured value, as versions before applied it (settings.go).
+	unloggedDays int
+	log          *slog.Logger
 
 	nextLSN           uint64 // the LSN the next log record will get
 	lastNow           int64  // the time of the latest record applied; the clock never goes back
@@ -152,8 +155,14 @@ func (sm *stateMachine) Apply(rec *pb.LogRecord, req proto.Message) (status uint
 	var key callKey
 	keyed := copy(key.client[:], rec.ClientId) == len(key.client)
 	key.call = rec.CallId
+	if rec.Settings != nil {
+		sm.applySettings(rec.Settings)
+	}
 	switch rec.SessionEnd {
 	case pb.SessionEnd_SESSION_END_NONE:
+		if rec.Method == 0 && rec.Settings != nil {
+			break // settings alone
+		}
 		m := pb.Method(rec.Method)
 		class := classOf(m)
 		if class != classMutation && class != classSession {
@@ -345,17 +354,17 @@ func (sm *stateMachine) mustEncodeState() [][]byte {
 }
 
 // stateVersion marks the part of the checkpoint body that follows the
-// retry cache: the clock, the cache entries' times and the sessions, and
-// from version 2 on the credentials. Checkpoints written before OPEN and
-// CLOSE were logged end before it.
-const stateVersion = 2
+// retry cache: the clock, the cache entries' times and the sessions, from
+// version 2 on the credentials, from version 3 on the settings.
+// Checkpoints written before OPEN and CLOSE were logged end before it.
+const stateVersion = 3
 
 // encodeState encodes the checkpoint body, in parts to be written one
 // after the other: the engine's namespace, length prefixed, then the
 // retry cache (oldest first), then stateVersion, the clock, the cache
 // entries' times in the same order, the sessions (clients in byte
-// order, each one's files in inode order) and the credentials (in name
-// order, see encodeCreds). Nothing depends on Go's map
+// order, each one's files in inode order), the credentials (in name
+// order, see encodeCreds) and the settings (encodeSettings). Nothing depends on Go's map
 // order, so two state machines that applied the same records encode the
 // same bytes. The namespace's buffer starts at the size of the last one,
 // so that it is not copied as it grows, nor once more into the body. It
@@ -426,6 +435,7 @@ func (sm *stateMachine) encodeTail() ([]byte, error) {
 	if err := sm.encodeCreds(&tail); err != nil {
 		return nil, err
 	}
+	sm.encodeSettings(&tail)
 	return tail.Bytes(), nil
 }
 
@@ -442,7 +452,7 @@ func (sm *stateMachine) decodeState(r io.Reader) error {
 	if sm.eng, err = engine.Load(io.LimitReader(br, int64(nsLen))); err != nil {
 		return err
 	}
-	sm.eng.SetTrashDays(sm.trashDays)
+	sm.eng.SetTrashDays(sm.unloggedDays)
 	count, err := binary.ReadUvarint(br)
 	if err != nil {
 		return fmt.Errorf("retry cache: %w", err)
@@ -488,8 +498,8 @@ func (sm *stateMachine) decodeState(r io.Reader) error {
 	if err != nil {
 		return fmt.Errorf("state version: %w", err)
 	}
-	if version != 1 && version != stateVersion {
-		return fmt.Errorf("state version %d: this server reads versions 1 and %d", version, stateVersion)
+	if version < 1 || version > stateVersion {
+		return fmt.Errorf("state version %d: this server reads versions 1 to %d", version, stateVersion)
 	}
 	if sm.lastNow, err = binary.ReadVarint(br); err != nil {
 		return fmt.Errorf("clock: %w", err)
@@ -540,8 +550,13 @@ func (sm *stateMachine) decodeState(r io.Reader) error {
 			return err
 		}
 	}
+	if version >= 3 {
+		if err := sm.decodeSettings(br); err != nil {
+			return err
+		}
+	}
 	if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
-		return errors.New("checkpoint: data after the sessions")
+		return errors.New("checkpoint: data after the state")
 	}
 	return nil
 }
