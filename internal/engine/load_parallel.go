@@ -1,9 +1,9 @@
 package engine
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
-	"slices"
 	"sync"
 )
 
@@ -59,7 +59,9 @@ type entRec struct {
 func (r *entRec) size(left uint64, perName int) {
 	n := int(min(left, loadBatchEntries))
 	r.kids = make([]Ino, 0, n)
-	r.names = make([]byte, 0, n*max(perName, 2))
+	// An eighth more than the guess: names a little longer than the
+	// last directory's would otherwise copy the whole part once.
+	r.names = make([]byte, 0, n*max(perName, 2)+n*max(perName, 2)/8)
 }
 
 // loadBatchOf is what the parser hands over at a time: nodes or entries,
@@ -73,15 +75,17 @@ type loadBatchOf struct {
 // readNode parses one node record.
 func (d *decoder) readNode(r *nodeRec) {
 	*r = nodeRec{}
-	r.ino = Ino(d.uint())
-	r.mode = d.uint32()
-	r.uid, r.gid = d.uint32(), d.uint32()
-	r.nlink = d.uint32()
-	r.size = d.uint()
-	r.atime = d.int()
-	r.mtime = d.int()
-	r.ctime = d.int()
-	r.rdev = d.uint32()
+	if !d.readFixed(r) {
+		r.ino = Ino(d.uint())
+		r.mode = d.uint32()
+		r.uid, r.gid = d.uint32(), d.uint32()
+		r.nlink = d.uint32()
+		r.size = d.uint()
+		r.atime = d.int()
+		r.mtime = d.int()
+		r.ctime = d.int()
+		r.rdev = d.uint32()
+	}
 	if d.err != nil {
 		return
 	}
@@ -115,6 +119,55 @@ func (d *decoder) readNode(r *nodeRec) {
 	case S_IFDIR:
 		r.parent = Ino(d.uint())
 	}
+}
+
+// nodeFixedMax is the most bytes a node record's ten fixed fields (ino
+// to rdev) can take: ten varints.
+const nodeFixedMax = 10 * binary.MaxVarintLen64
+
+// readFixed is the common case of readNode's fixed fields: the reader
+// holds nodeFixedMax bytes, which are decoded in place and skipped at
+// once, instead of a buffered read per field. It reports false, having
+// read nothing, when they are not buffered or a field is malformed or
+// out of range, so that the field-by-field path reads them again and
+// fails with its own error.
+func (d *decoder) readFixed(r *nodeRec) bool {
+	if d.err != nil {
+		return false
+	}
+	b, _ := d.r.Peek(nodeFixedMax)
+	if len(b) < nodeFixedMax {
+		return false
+	}
+	var u [10]uint64
+	off := 0
+	for i := range u {
+		v, n := binary.Uvarint(b[off:])
+		if n <= 0 {
+			return false
+		}
+		u[i], off = v, off+n
+	}
+	// mode, uid, gid, nlink and rdev are 32-bit.
+	if max(u[1], u[2], u[3], u[4], u[9]) > 1<<32-1 {
+		return false
+	}
+	r.ino, r.mode, r.uid, r.gid, r.nlink, r.size = Ino(u[0]), uint32(u[1]), uint32(u[2]), uint32(u[3]), uint32(u[4]), u[5]
+	// The times are zigzag varints, as binary.Varint reads them.
+	r.atime, r.mtime, r.ctime = unzigzag(u[6]), unzigzag(u[7]), unzigzag(u[8])
+	r.rdev = uint32(u[9])
+	d.r.Discard(off)
+	return true
+}
+
+// unzigzag turns a zigzag-encoded varint into the signed value
+// binary.Varint would return.
+func unzigzag(ux uint64) int64 {
+	x := int64(ux >> 1)
+	if ux&1 != 0 {
+		x = ^x
+	}
+	return x
 }
 
 // buildNode adds the parsed node r to e; it reports whether r is a
@@ -219,8 +272,10 @@ func (d *decoder) buildEntries(e *Engine, r *entRec) {
 	dir := e.st.extraOf(n).dir
 	if r.first && r.last {
 		// The whole directory is in this part: its buffer takes exactly
-		// the names and a 4-byte slot each, in one allocation.
-		dir.buf = slices.Grow(dir.buf, len(r.names)+4*len(r.kids))
+		// the names and a 4-byte slot each, in one allocation of that
+		// capacity (growing a slice would round it up to a size class,
+		// which loaded then trims with a copy).
+		dir.buf = make([]byte, 0, len(r.names)+4*len(r.kids))
 	}
 	names := r.names
 	for _, child := range r.kids {
@@ -259,7 +314,7 @@ func (d *decoder) entries(e *Engine) {
 // directories, and their entries, handing them to out in batches, and
 // closes out when done (after a batch holding its error, if any) or when
 // stop is closed.
-func (d *decoder) parseSections(count uint64, out chan<- loadBatchOf, stop <-chan struct{}) {
+func (d *decoder) parseSections(count uint64, out chan<- loadBatchOf, free <-chan []nodeRec, stop <-chan struct{}) {
 	defer close(out)
 	send := func(b loadBatchOf) bool {
 		select {
@@ -285,7 +340,11 @@ func (d *decoder) parseSections(count uint64, out chan<- loadBatchOf, stop <-cha
 			if !send(loadBatchOf{nodes: batch}) {
 				return
 			}
-			batch = make([]nodeRec, 0, loadBatch)
+			select {
+			case batch = <-free:
+			default:
+				batch = make([]nodeRec, 0, loadBatch)
+			}
 		}
 	}
 	if len(batch) > 0 && !send(loadBatchOf{nodes: batch}) {
@@ -334,12 +393,16 @@ func (d *decoder) loadSections(e *Engine, count uint64, holes []uint32) {
 	}
 	p := &decoder{r: d.r}
 	out := make(chan loadBatchOf, loadBatches)
+	// Node batches the builder is done with go back to the parser, which
+	// fills them again: the node section is then parsed into a few
+	// batches' memory instead of fresh memory for every node.
+	free := make(chan []nodeRec, loadBatches+1)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		p.parseSections(count, out, stop)
+		p.parseSections(count, out, free, stop)
 	}()
 	var perr error
 	finished := false
@@ -351,6 +414,12 @@ func (d *decoder) loadSections(e *Engine, count uint64, holes []uint32) {
 			}
 			if d.buildNode(e, &b.nodes[i]); d.err != nil {
 				break
+			}
+		}
+		if len(b.nodes) == loadBatch {
+			select {
+			case free <- b.nodes[:0]:
+			default:
 			}
 		}
 		if d.err == nil && b.ents != nil {
