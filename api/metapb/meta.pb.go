@@ -775,12 +775,14 @@ func (x *NullRequest) GetData() []byte {
 // what the change would have added to its usage (a router moves unused
 // limits from other partitions to the one that ran short, and retries).
 type ErrorDetail struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Message       string                 `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
-	QuotaKind     uint32                 `protobuf:"varint,2,opt,name=quota_kind,json=quotaKind,proto3" json:"quota_kind,omitempty"` // 1: uid, 2: gid; 0: no owner quota refused
-	QuotaId       uint32                 `protobuf:"varint,3,opt,name=quota_id,json=quotaId,proto3" json:"quota_id,omitempty"`
-	QuotaFiles    uint64                 `protobuf:"varint,4,opt,name=quota_files,json=quotaFiles,proto3" json:"quota_files,omitempty"`
-	QuotaBytes    uint64                 `protobuf:"varint,5,opt,name=quota_bytes,json=quotaBytes,proto3" json:"quota_bytes,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Message    string                 `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	QuotaKind  uint32                 `protobuf:"varint,2,opt,name=quota_kind,json=quotaKind,proto3" json:"quota_kind,omitempty"` // 1: uid, 2: gid; 0: no owner quota refused
+	QuotaId    uint32                 `protobuf:"varint,3,opt,name=quota_id,json=quotaId,proto3" json:"quota_id,omitempty"`
+	QuotaFiles uint64                 `protobuf:"varint,4,opt,name=quota_files,json=quotaFiles,proto3" json:"quota_files,omitempty"`
+	QuotaBytes uint64                 `protobuf:"varint,5,opt,name=quota_bytes,json=quotaBytes,proto3" json:"quota_bytes,omitempty"`
+	// With ESTALE: the node the call names by inode left this partition.
+	Moved         *Moved `protobuf:"bytes,6,opt,name=moved,proto3" json:"moved,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -850,6 +852,77 @@ func (x *ErrorDetail) GetQuotaBytes() uint64 {
 	return 0
 }
 
+func (x *ErrorDetail) GetMoved() *Moved {
+	if x != nil {
+		return x.Moved
+	}
+	return nil
+}
+
+// Moved says where a node named by inode went: send the call to
+// partition, with the request's inode fields (1: the node or parent,
+// 4: the new parent) set to the numbers that partition knows them by
+// (its own nodes, or aliases of them); 0 leaves a field as it is.
+type Moved struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partition     uint32                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Ino           uint64                 `protobuf:"varint,2,opt,name=ino,proto3" json:"ino,omitempty"`
+	NewParent     uint64                 `protobuf:"varint,3,opt,name=new_parent,json=newParent,proto3" json:"new_parent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Moved) Reset() {
+	*x = Moved{}
+	mi := &file_meta_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Moved) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Moved) ProtoMessage() {}
+
+func (x *Moved) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Moved.ProtoReflect.Descriptor instead.
+func (*Moved) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Moved) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *Moved) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *Moved) GetNewParent() uint64 {
+	if x != nil {
+		return x.NewParent
+	}
+	return 0
+}
+
 type NullReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
@@ -859,7 +932,7 @@ type NullReply struct {
 
 func (x *NullReply) Reset() {
 	*x = NullReply{}
-	mi := &file_meta_proto_msgTypes[3]
+	mi := &file_meta_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +944,7 @@ func (x *NullReply) String() string {
 func (*NullReply) ProtoMessage() {}
 
 func (x *NullReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[3]
+	mi := &file_meta_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +957,7 @@ func (x *NullReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NullReply.ProtoReflect.Descriptor instead.
 func (*NullReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{3}
+	return file_meta_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *NullReply) GetData() []byte {
@@ -902,7 +975,7 @@ type Empty struct {
 
 func (x *Empty) Reset() {
 	*x = Empty{}
-	mi := &file_meta_proto_msgTypes[4]
+	mi := &file_meta_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -914,7 +987,7 @@ func (x *Empty) String() string {
 func (*Empty) ProtoMessage() {}
 
 func (x *Empty) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[4]
+	mi := &file_meta_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -927,7 +1000,7 @@ func (x *Empty) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Empty.ProtoReflect.Descriptor instead.
 func (*Empty) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{4}
+	return file_meta_proto_rawDescGZIP(), []int{5}
 }
 
 // NodeRequest names an existing node by inode or path.
@@ -942,7 +1015,7 @@ type NodeRequest struct {
 
 func (x *NodeRequest) Reset() {
 	*x = NodeRequest{}
-	mi := &file_meta_proto_msgTypes[5]
+	mi := &file_meta_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -954,7 +1027,7 @@ func (x *NodeRequest) String() string {
 func (*NodeRequest) ProtoMessage() {}
 
 func (x *NodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[5]
+	mi := &file_meta_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -967,7 +1040,7 @@ func (x *NodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRequest.ProtoReflect.Descriptor instead.
 func (*NodeRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{5}
+	return file_meta_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *NodeRequest) GetIno() uint64 {
@@ -1003,7 +1076,7 @@ type EntryRequest struct {
 
 func (x *EntryRequest) Reset() {
 	*x = EntryRequest{}
-	mi := &file_meta_proto_msgTypes[6]
+	mi := &file_meta_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1015,7 +1088,7 @@ func (x *EntryRequest) String() string {
 func (*EntryRequest) ProtoMessage() {}
 
 func (x *EntryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[6]
+	mi := &file_meta_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1028,7 +1101,7 @@ func (x *EntryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntryRequest.ProtoReflect.Descriptor instead.
 func (*EntryRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{6}
+	return file_meta_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *EntryRequest) GetParent() uint64 {
@@ -1073,7 +1146,7 @@ type CreateRequest struct {
 
 func (x *CreateRequest) Reset() {
 	*x = CreateRequest{}
-	mi := &file_meta_proto_msgTypes[7]
+	mi := &file_meta_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1085,7 +1158,7 @@ func (x *CreateRequest) String() string {
 func (*CreateRequest) ProtoMessage() {}
 
 func (x *CreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[7]
+	mi := &file_meta_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1098,7 +1171,7 @@ func (x *CreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRequest.ProtoReflect.Descriptor instead.
 func (*CreateRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{7}
+	return file_meta_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CreateRequest) GetParent() uint64 {
@@ -1174,7 +1247,7 @@ type SetattrRequest struct {
 
 func (x *SetattrRequest) Reset() {
 	*x = SetattrRequest{}
-	mi := &file_meta_proto_msgTypes[8]
+	mi := &file_meta_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1186,7 +1259,7 @@ func (x *SetattrRequest) String() string {
 func (*SetattrRequest) ProtoMessage() {}
 
 func (x *SetattrRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[8]
+	mi := &file_meta_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1199,7 +1272,7 @@ func (x *SetattrRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetattrRequest.ProtoReflect.Descriptor instead.
 func (*SetattrRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{8}
+	return file_meta_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SetattrRequest) GetIno() uint64 {
@@ -1280,7 +1353,7 @@ type RenameRequest struct {
 
 func (x *RenameRequest) Reset() {
 	*x = RenameRequest{}
-	mi := &file_meta_proto_msgTypes[9]
+	mi := &file_meta_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1292,7 +1365,7 @@ func (x *RenameRequest) String() string {
 func (*RenameRequest) ProtoMessage() {}
 
 func (x *RenameRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[9]
+	mi := &file_meta_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1305,7 +1378,7 @@ func (x *RenameRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameRequest.ProtoReflect.Descriptor instead.
 func (*RenameRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{9}
+	return file_meta_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RenameRequest) GetParent() uint64 {
@@ -1370,7 +1443,7 @@ type LinkRequest struct {
 
 func (x *LinkRequest) Reset() {
 	*x = LinkRequest{}
-	mi := &file_meta_proto_msgTypes[10]
+	mi := &file_meta_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +1455,7 @@ func (x *LinkRequest) String() string {
 func (*LinkRequest) ProtoMessage() {}
 
 func (x *LinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[10]
+	mi := &file_meta_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +1468,7 @@ func (x *LinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinkRequest.ProtoReflect.Descriptor instead.
 func (*LinkRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{10}
+	return file_meta_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LinkRequest) GetIno() uint64 {
@@ -1446,7 +1519,7 @@ type ReaddirRequest struct {
 
 func (x *ReaddirRequest) Reset() {
 	*x = ReaddirRequest{}
-	mi := &file_meta_proto_msgTypes[11]
+	mi := &file_meta_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1458,7 +1531,7 @@ func (x *ReaddirRequest) String() string {
 func (*ReaddirRequest) ProtoMessage() {}
 
 func (x *ReaddirRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[11]
+	mi := &file_meta_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1471,7 +1544,7 @@ func (x *ReaddirRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReaddirRequest.ProtoReflect.Descriptor instead.
 func (*ReaddirRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{11}
+	return file_meta_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReaddirRequest) GetIno() uint64 {
@@ -1521,7 +1594,7 @@ type Dirent struct {
 
 func (x *Dirent) Reset() {
 	*x = Dirent{}
-	mi := &file_meta_proto_msgTypes[12]
+	mi := &file_meta_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1533,7 +1606,7 @@ func (x *Dirent) String() string {
 func (*Dirent) ProtoMessage() {}
 
 func (x *Dirent) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[12]
+	mi := &file_meta_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1546,7 +1619,7 @@ func (x *Dirent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Dirent.ProtoReflect.Descriptor instead.
 func (*Dirent) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{12}
+	return file_meta_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Dirent) GetName() string {
@@ -1588,7 +1661,7 @@ type ReaddirReply struct {
 
 func (x *ReaddirReply) Reset() {
 	*x = ReaddirReply{}
-	mi := &file_meta_proto_msgTypes[13]
+	mi := &file_meta_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1600,7 +1673,7 @@ func (x *ReaddirReply) String() string {
 func (*ReaddirReply) ProtoMessage() {}
 
 func (x *ReaddirReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[13]
+	mi := &file_meta_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1613,7 +1686,7 @@ func (x *ReaddirReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReaddirReply.ProtoReflect.Descriptor instead.
 func (*ReaddirReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{13}
+	return file_meta_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReaddirReply) GetEntries() []*Dirent {
@@ -1649,7 +1722,7 @@ type AttrReply struct {
 
 func (x *AttrReply) Reset() {
 	*x = AttrReply{}
-	mi := &file_meta_proto_msgTypes[14]
+	mi := &file_meta_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1661,7 +1734,7 @@ func (x *AttrReply) String() string {
 func (*AttrReply) ProtoMessage() {}
 
 func (x *AttrReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[14]
+	mi := &file_meta_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1674,7 +1747,7 @@ func (x *AttrReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttrReply.ProtoReflect.Descriptor instead.
 func (*AttrReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{14}
+	return file_meta_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AttrReply) GetAttr() *Attr {
@@ -1700,7 +1773,7 @@ type ReadlinkReply struct {
 
 func (x *ReadlinkReply) Reset() {
 	*x = ReadlinkReply{}
-	mi := &file_meta_proto_msgTypes[15]
+	mi := &file_meta_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1712,7 +1785,7 @@ func (x *ReadlinkReply) String() string {
 func (*ReadlinkReply) ProtoMessage() {}
 
 func (x *ReadlinkReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[15]
+	mi := &file_meta_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1725,7 +1798,7 @@ func (x *ReadlinkReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadlinkReply.ProtoReflect.Descriptor instead.
 func (*ReadlinkReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{15}
+	return file_meta_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReadlinkReply) GetTarget() string {
@@ -1751,7 +1824,7 @@ type StatfsReply struct {
 
 func (x *StatfsReply) Reset() {
 	*x = StatfsReply{}
-	mi := &file_meta_proto_msgTypes[16]
+	mi := &file_meta_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1763,7 +1836,7 @@ func (x *StatfsReply) String() string {
 func (*StatfsReply) ProtoMessage() {}
 
 func (x *StatfsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[16]
+	mi := &file_meta_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1776,7 +1849,7 @@ func (x *StatfsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatfsReply.ProtoReflect.Descriptor instead.
 func (*StatfsReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{16}
+	return file_meta_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StatfsReply) GetTotalBytes() uint64 {
@@ -1847,7 +1920,7 @@ type SummaryReply struct {
 
 func (x *SummaryReply) Reset() {
 	*x = SummaryReply{}
-	mi := &file_meta_proto_msgTypes[17]
+	mi := &file_meta_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1859,7 +1932,7 @@ func (x *SummaryReply) String() string {
 func (*SummaryReply) ProtoMessage() {}
 
 func (x *SummaryReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[17]
+	mi := &file_meta_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1872,7 +1945,7 @@ func (x *SummaryReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SummaryReply.ProtoReflect.Descriptor instead.
 func (*SummaryReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{17}
+	return file_meta_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SummaryReply) GetDirs() uint64 {
@@ -1909,7 +1982,7 @@ type XattrRequest struct {
 
 func (x *XattrRequest) Reset() {
 	*x = XattrRequest{}
-	mi := &file_meta_proto_msgTypes[18]
+	mi := &file_meta_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1921,7 +1994,7 @@ func (x *XattrRequest) String() string {
 func (*XattrRequest) ProtoMessage() {}
 
 func (x *XattrRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[18]
+	mi := &file_meta_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1934,7 +2007,7 @@ func (x *XattrRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XattrRequest.ProtoReflect.Descriptor instead.
 func (*XattrRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{18}
+	return file_meta_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *XattrRequest) GetIno() uint64 {
@@ -1981,7 +2054,7 @@ type XattrReply struct {
 
 func (x *XattrReply) Reset() {
 	*x = XattrReply{}
-	mi := &file_meta_proto_msgTypes[19]
+	mi := &file_meta_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1993,7 +2066,7 @@ func (x *XattrReply) String() string {
 func (*XattrReply) ProtoMessage() {}
 
 func (x *XattrReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[19]
+	mi := &file_meta_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2006,7 +2079,7 @@ func (x *XattrReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XattrReply.ProtoReflect.Descriptor instead.
 func (*XattrReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{19}
+	return file_meta_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *XattrReply) GetValue() []byte {
@@ -2025,7 +2098,7 @@ type XattrListReply struct {
 
 func (x *XattrListReply) Reset() {
 	*x = XattrListReply{}
-	mi := &file_meta_proto_msgTypes[20]
+	mi := &file_meta_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2037,7 +2110,7 @@ func (x *XattrListReply) String() string {
 func (*XattrListReply) ProtoMessage() {}
 
 func (x *XattrListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[20]
+	mi := &file_meta_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2050,7 +2123,7 @@ func (x *XattrListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XattrListReply.ProtoReflect.Descriptor instead.
 func (*XattrListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{20}
+	return file_meta_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *XattrListReply) GetNames() []string {
@@ -2096,7 +2169,7 @@ type LogRecord struct {
 
 func (x *LogRecord) Reset() {
 	*x = LogRecord{}
-	mi := &file_meta_proto_msgTypes[21]
+	mi := &file_meta_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2108,7 +2181,7 @@ func (x *LogRecord) String() string {
 func (*LogRecord) ProtoMessage() {}
 
 func (x *LogRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[21]
+	mi := &file_meta_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2121,7 +2194,7 @@ func (x *LogRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogRecord.ProtoReflect.Descriptor instead.
 func (*LogRecord) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{21}
+	return file_meta_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *LogRecord) GetTimeNs() int64 {
@@ -2220,7 +2293,7 @@ type Settings struct {
 
 func (x *Settings) Reset() {
 	*x = Settings{}
-	mi := &file_meta_proto_msgTypes[22]
+	mi := &file_meta_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2232,7 +2305,7 @@ func (x *Settings) String() string {
 func (*Settings) ProtoMessage() {}
 
 func (x *Settings) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[22]
+	mi := &file_meta_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2245,7 +2318,7 @@ func (x *Settings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settings.ProtoReflect.Descriptor instead.
 func (*Settings) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{22}
+	return file_meta_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Settings) GetTrashDays() uint32 {
@@ -2269,7 +2342,7 @@ type VolumeReply struct {
 
 func (x *VolumeReply) Reset() {
 	*x = VolumeReply{}
-	mi := &file_meta_proto_msgTypes[23]
+	mi := &file_meta_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2281,7 +2354,7 @@ func (x *VolumeReply) String() string {
 func (*VolumeReply) ProtoMessage() {}
 
 func (x *VolumeReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[23]
+	mi := &file_meta_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2294,7 +2367,7 @@ func (x *VolumeReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeReply.ProtoReflect.Descriptor instead.
 func (*VolumeReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{23}
+	return file_meta_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *VolumeReply) GetStorage() string {
@@ -2341,7 +2414,7 @@ type Slice struct {
 
 func (x *Slice) Reset() {
 	*x = Slice{}
-	mi := &file_meta_proto_msgTypes[24]
+	mi := &file_meta_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2353,7 +2426,7 @@ func (x *Slice) String() string {
 func (*Slice) ProtoMessage() {}
 
 func (x *Slice) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[24]
+	mi := &file_meta_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2366,7 +2439,7 @@ func (x *Slice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Slice.ProtoReflect.Descriptor instead.
 func (*Slice) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{24}
+	return file_meta_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Slice) GetId() uint64 {
@@ -2416,7 +2489,7 @@ type AllocSlicesRequest struct {
 
 func (x *AllocSlicesRequest) Reset() {
 	*x = AllocSlicesRequest{}
-	mi := &file_meta_proto_msgTypes[25]
+	mi := &file_meta_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2428,7 +2501,7 @@ func (x *AllocSlicesRequest) String() string {
 func (*AllocSlicesRequest) ProtoMessage() {}
 
 func (x *AllocSlicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[25]
+	mi := &file_meta_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2441,7 +2514,7 @@ func (x *AllocSlicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocSlicesRequest.ProtoReflect.Descriptor instead.
 func (*AllocSlicesRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{25}
+	return file_meta_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AllocSlicesRequest) GetIno() uint64 {
@@ -2468,7 +2541,7 @@ type AllocSlicesReply struct {
 
 func (x *AllocSlicesReply) Reset() {
 	*x = AllocSlicesReply{}
-	mi := &file_meta_proto_msgTypes[26]
+	mi := &file_meta_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2480,7 +2553,7 @@ func (x *AllocSlicesReply) String() string {
 func (*AllocSlicesReply) ProtoMessage() {}
 
 func (x *AllocSlicesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[26]
+	mi := &file_meta_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2493,7 +2566,7 @@ func (x *AllocSlicesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocSlicesReply.ProtoReflect.Descriptor instead.
 func (*AllocSlicesReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{26}
+	return file_meta_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AllocSlicesReply) GetFirst() uint64 {
@@ -2526,7 +2599,7 @@ type SliceWrite struct {
 
 func (x *SliceWrite) Reset() {
 	*x = SliceWrite{}
-	mi := &file_meta_proto_msgTypes[27]
+	mi := &file_meta_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2538,7 +2611,7 @@ func (x *SliceWrite) String() string {
 func (*SliceWrite) ProtoMessage() {}
 
 func (x *SliceWrite) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[27]
+	mi := &file_meta_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2551,7 +2624,7 @@ func (x *SliceWrite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SliceWrite.ProtoReflect.Descriptor instead.
 func (*SliceWrite) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{27}
+	return file_meta_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SliceWrite) GetChunk() uint32 {
@@ -2590,7 +2663,7 @@ type CommitRequest struct {
 
 func (x *CommitRequest) Reset() {
 	*x = CommitRequest{}
-	mi := &file_meta_proto_msgTypes[28]
+	mi := &file_meta_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2602,7 +2675,7 @@ func (x *CommitRequest) String() string {
 func (*CommitRequest) ProtoMessage() {}
 
 func (x *CommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[28]
+	mi := &file_meta_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2615,7 +2688,7 @@ func (x *CommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRequest.ProtoReflect.Descriptor instead.
 func (*CommitRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{28}
+	return file_meta_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CommitRequest) GetIno() uint64 {
@@ -2667,7 +2740,7 @@ type ConcatRequest struct {
 
 func (x *ConcatRequest) Reset() {
 	*x = ConcatRequest{}
-	mi := &file_meta_proto_msgTypes[29]
+	mi := &file_meta_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2679,7 +2752,7 @@ func (x *ConcatRequest) String() string {
 func (*ConcatRequest) ProtoMessage() {}
 
 func (x *ConcatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[29]
+	mi := &file_meta_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2692,7 +2765,7 @@ func (x *ConcatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConcatRequest.ProtoReflect.Descriptor instead.
 func (*ConcatRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{29}
+	return file_meta_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ConcatRequest) GetIno() uint64 {
@@ -2722,7 +2795,7 @@ type ReadChunksRequest struct {
 
 func (x *ReadChunksRequest) Reset() {
 	*x = ReadChunksRequest{}
-	mi := &file_meta_proto_msgTypes[30]
+	mi := &file_meta_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2734,7 +2807,7 @@ func (x *ReadChunksRequest) String() string {
 func (*ReadChunksRequest) ProtoMessage() {}
 
 func (x *ReadChunksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[30]
+	mi := &file_meta_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2747,7 +2820,7 @@ func (x *ReadChunksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadChunksRequest.ProtoReflect.Descriptor instead.
 func (*ReadChunksRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{30}
+	return file_meta_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReadChunksRequest) GetIno() uint64 {
@@ -2785,7 +2858,7 @@ type ChunkView struct {
 
 func (x *ChunkView) Reset() {
 	*x = ChunkView{}
-	mi := &file_meta_proto_msgTypes[31]
+	mi := &file_meta_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2797,7 +2870,7 @@ func (x *ChunkView) String() string {
 func (*ChunkView) ProtoMessage() {}
 
 func (x *ChunkView) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[31]
+	mi := &file_meta_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2810,7 +2883,7 @@ func (x *ChunkView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChunkView.ProtoReflect.Descriptor instead.
 func (*ChunkView) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{31}
+	return file_meta_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ChunkView) GetChunk() uint32 {
@@ -2846,7 +2919,7 @@ type ReadChunksReply struct {
 
 func (x *ReadChunksReply) Reset() {
 	*x = ReadChunksReply{}
-	mi := &file_meta_proto_msgTypes[32]
+	mi := &file_meta_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2858,7 +2931,7 @@ func (x *ReadChunksReply) String() string {
 func (*ReadChunksReply) ProtoMessage() {}
 
 func (x *ReadChunksReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[32]
+	mi := &file_meta_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2871,7 +2944,7 @@ func (x *ReadChunksReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadChunksReply.ProtoReflect.Descriptor instead.
 func (*ReadChunksReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{32}
+	return file_meta_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReadChunksReply) GetAttr() *Attr {
@@ -2907,7 +2980,7 @@ type InlineSlice struct {
 
 func (x *InlineSlice) Reset() {
 	*x = InlineSlice{}
-	mi := &file_meta_proto_msgTypes[33]
+	mi := &file_meta_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2919,7 +2992,7 @@ func (x *InlineSlice) String() string {
 func (*InlineSlice) ProtoMessage() {}
 
 func (x *InlineSlice) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[33]
+	mi := &file_meta_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2932,7 +3005,7 @@ func (x *InlineSlice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InlineSlice.ProtoReflect.Descriptor instead.
 func (*InlineSlice) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{33}
+	return file_meta_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *InlineSlice) GetId() uint64 {
@@ -2959,7 +3032,7 @@ type ListInlineReply struct {
 
 func (x *ListInlineReply) Reset() {
 	*x = ListInlineReply{}
-	mi := &file_meta_proto_msgTypes[34]
+	mi := &file_meta_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2971,7 +3044,7 @@ func (x *ListInlineReply) String() string {
 func (*ListInlineReply) ProtoMessage() {}
 
 func (x *ListInlineReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[34]
+	mi := &file_meta_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2984,7 +3057,7 @@ func (x *ListInlineReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInlineReply.ProtoReflect.Descriptor instead.
 func (*ListInlineReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{34}
+	return file_meta_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListInlineReply) GetSlices() []*InlineSlice {
@@ -3015,7 +3088,7 @@ type OpenRequest struct {
 
 func (x *OpenRequest) Reset() {
 	*x = OpenRequest{}
-	mi := &file_meta_proto_msgTypes[35]
+	mi := &file_meta_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3027,7 +3100,7 @@ func (x *OpenRequest) String() string {
 func (*OpenRequest) ProtoMessage() {}
 
 func (x *OpenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[35]
+	mi := &file_meta_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3040,7 +3113,7 @@ func (x *OpenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenRequest.ProtoReflect.Descriptor instead.
 func (*OpenRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{35}
+	return file_meta_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *OpenRequest) GetIno() uint64 {
@@ -3081,7 +3154,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_meta_proto_msgTypes[36]
+	mi := &file_meta_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3093,7 +3166,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[36]
+	mi := &file_meta_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3106,7 +3179,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{36}
+	return file_meta_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CompactRequest) GetIno() uint64 {
@@ -3151,7 +3224,7 @@ type SliceRef struct {
 
 func (x *SliceRef) Reset() {
 	*x = SliceRef{}
-	mi := &file_meta_proto_msgTypes[37]
+	mi := &file_meta_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3163,7 +3236,7 @@ func (x *SliceRef) String() string {
 func (*SliceRef) ProtoMessage() {}
 
 func (x *SliceRef) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[37]
+	mi := &file_meta_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3176,7 +3249,7 @@ func (x *SliceRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SliceRef.ProtoReflect.Descriptor instead.
 func (*SliceRef) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{37}
+	return file_meta_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SliceRef) GetId() uint64 {
@@ -3220,7 +3293,7 @@ type ListSlicesRequest struct {
 
 func (x *ListSlicesRequest) Reset() {
 	*x = ListSlicesRequest{}
-	mi := &file_meta_proto_msgTypes[38]
+	mi := &file_meta_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3232,7 +3305,7 @@ func (x *ListSlicesRequest) String() string {
 func (*ListSlicesRequest) ProtoMessage() {}
 
 func (x *ListSlicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[38]
+	mi := &file_meta_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3245,7 +3318,7 @@ func (x *ListSlicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSlicesRequest.ProtoReflect.Descriptor instead.
 func (*ListSlicesRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{38}
+	return file_meta_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListSlicesRequest) GetIno() uint64 {
@@ -3287,7 +3360,7 @@ type ListSlicesReply struct {
 
 func (x *ListSlicesReply) Reset() {
 	*x = ListSlicesReply{}
-	mi := &file_meta_proto_msgTypes[39]
+	mi := &file_meta_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3299,7 +3372,7 @@ func (x *ListSlicesReply) String() string {
 func (*ListSlicesReply) ProtoMessage() {}
 
 func (x *ListSlicesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[39]
+	mi := &file_meta_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3312,7 +3385,7 @@ func (x *ListSlicesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSlicesReply.ProtoReflect.Descriptor instead.
 func (*ListSlicesReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{39}
+	return file_meta_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListSlicesReply) GetSlices() []*SliceRef {
@@ -3346,7 +3419,7 @@ type PurgeRequest struct {
 
 func (x *PurgeRequest) Reset() {
 	*x = PurgeRequest{}
-	mi := &file_meta_proto_msgTypes[40]
+	mi := &file_meta_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3358,7 +3431,7 @@ func (x *PurgeRequest) String() string {
 func (*PurgeRequest) ProtoMessage() {}
 
 func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[40]
+	mi := &file_meta_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3371,7 +3444,7 @@ func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeRequest.ProtoReflect.Descriptor instead.
 func (*PurgeRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{40}
+	return file_meta_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *PurgeRequest) GetIno() uint64 {
@@ -3413,7 +3486,7 @@ type LockRequest struct {
 
 func (x *LockRequest) Reset() {
 	*x = LockRequest{}
-	mi := &file_meta_proto_msgTypes[41]
+	mi := &file_meta_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3425,7 +3498,7 @@ func (x *LockRequest) String() string {
 func (*LockRequest) ProtoMessage() {}
 
 func (x *LockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[41]
+	mi := &file_meta_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3438,7 +3511,7 @@ func (x *LockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockRequest.ProtoReflect.Descriptor instead.
 func (*LockRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{41}
+	return file_meta_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *LockRequest) GetIno() uint64 {
@@ -3524,7 +3597,7 @@ type LockReply struct {
 
 func (x *LockReply) Reset() {
 	*x = LockReply{}
-	mi := &file_meta_proto_msgTypes[42]
+	mi := &file_meta_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3536,7 +3609,7 @@ func (x *LockReply) String() string {
 func (*LockReply) ProtoMessage() {}
 
 func (x *LockReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[42]
+	mi := &file_meta_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3549,7 +3622,7 @@ func (x *LockReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockReply.ProtoReflect.Descriptor instead.
 func (*LockReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{42}
+	return file_meta_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *LockReply) GetType() uint32 {
@@ -3592,7 +3665,7 @@ type HeartbeatReply struct {
 
 func (x *HeartbeatReply) Reset() {
 	*x = HeartbeatReply{}
-	mi := &file_meta_proto_msgTypes[43]
+	mi := &file_meta_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3604,7 +3677,7 @@ func (x *HeartbeatReply) String() string {
 func (*HeartbeatReply) ProtoMessage() {}
 
 func (x *HeartbeatReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[43]
+	mi := &file_meta_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3617,7 +3690,7 @@ func (x *HeartbeatReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatReply.ProtoReflect.Descriptor instead.
 func (*HeartbeatReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{43}
+	return file_meta_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *HeartbeatReply) GetTimeoutMs() uint32 {
@@ -3662,7 +3735,7 @@ type MountEntry struct {
 
 func (x *MountEntry) Reset() {
 	*x = MountEntry{}
-	mi := &file_meta_proto_msgTypes[44]
+	mi := &file_meta_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3674,7 +3747,7 @@ func (x *MountEntry) String() string {
 func (*MountEntry) ProtoMessage() {}
 
 func (x *MountEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[44]
+	mi := &file_meta_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3687,7 +3760,7 @@ func (x *MountEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountEntry.ProtoReflect.Descriptor instead.
 func (*MountEntry) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{44}
+	return file_meta_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *MountEntry) GetPrefix() string {
@@ -3730,7 +3803,7 @@ type Route struct {
 
 func (x *Route) Reset() {
 	*x = Route{}
-	mi := &file_meta_proto_msgTypes[45]
+	mi := &file_meta_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3742,7 +3815,7 @@ func (x *Route) String() string {
 func (*Route) ProtoMessage() {}
 
 func (x *Route) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[45]
+	mi := &file_meta_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3755,7 +3828,7 @@ func (x *Route) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Route.ProtoReflect.Descriptor instead.
 func (*Route) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{45}
+	return file_meta_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Route) GetVpart() uint32 {
@@ -3786,7 +3859,7 @@ type TablesRequest struct {
 
 func (x *TablesRequest) Reset() {
 	*x = TablesRequest{}
-	mi := &file_meta_proto_msgTypes[46]
+	mi := &file_meta_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3798,7 +3871,7 @@ func (x *TablesRequest) String() string {
 func (*TablesRequest) ProtoMessage() {}
 
 func (x *TablesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[46]
+	mi := &file_meta_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3811,7 +3884,7 @@ func (x *TablesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TablesRequest.ProtoReflect.Descriptor instead.
 func (*TablesRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{46}
+	return file_meta_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *TablesRequest) GetIno() uint64 {
@@ -3848,7 +3921,7 @@ type TablesReply struct {
 
 func (x *TablesReply) Reset() {
 	*x = TablesReply{}
-	mi := &file_meta_proto_msgTypes[47]
+	mi := &file_meta_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3860,7 +3933,7 @@ func (x *TablesReply) String() string {
 func (*TablesReply) ProtoMessage() {}
 
 func (x *TablesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[47]
+	mi := &file_meta_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3873,7 +3946,7 @@ func (x *TablesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TablesReply.ProtoReflect.Descriptor instead.
 func (*TablesReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{47}
+	return file_meta_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *TablesReply) GetVersion() uint64 {
@@ -3912,7 +3985,7 @@ type TablesUpdate struct {
 
 func (x *TablesUpdate) Reset() {
 	*x = TablesUpdate{}
-	mi := &file_meta_proto_msgTypes[48]
+	mi := &file_meta_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3924,7 +3997,7 @@ func (x *TablesUpdate) String() string {
 func (*TablesUpdate) ProtoMessage() {}
 
 func (x *TablesUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[48]
+	mi := &file_meta_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3937,7 +4010,7 @@ func (x *TablesUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TablesUpdate.ProtoReflect.Descriptor instead.
 func (*TablesUpdate) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{48}
+	return file_meta_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *TablesUpdate) GetIno() uint64 {
@@ -3999,7 +4072,7 @@ type DumpRequest struct {
 
 func (x *DumpRequest) Reset() {
 	*x = DumpRequest{}
-	mi := &file_meta_proto_msgTypes[49]
+	mi := &file_meta_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4011,7 +4084,7 @@ func (x *DumpRequest) String() string {
 func (*DumpRequest) ProtoMessage() {}
 
 func (x *DumpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[49]
+	mi := &file_meta_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4024,7 +4097,7 @@ func (x *DumpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DumpRequest.ProtoReflect.Descriptor instead.
 func (*DumpRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{49}
+	return file_meta_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *DumpRequest) GetIno() uint64 {
@@ -4087,7 +4160,7 @@ type DumpReply struct {
 
 func (x *DumpReply) Reset() {
 	*x = DumpReply{}
-	mi := &file_meta_proto_msgTypes[50]
+	mi := &file_meta_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4099,7 +4172,7 @@ func (x *DumpReply) String() string {
 func (*DumpReply) ProtoMessage() {}
 
 func (x *DumpReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[50]
+	mi := &file_meta_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4112,7 +4185,7 @@ func (x *DumpReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DumpReply.ProtoReflect.Descriptor instead.
 func (*DumpReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{50}
+	return file_meta_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *DumpReply) GetHandle() uint64 {
@@ -4189,7 +4262,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_meta_proto_msgTypes[51]
+	mi := &file_meta_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4201,7 +4274,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[51]
+	mi := &file_meta_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4214,7 +4287,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{51}
+	return file_meta_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *StatusRequest) GetIno() uint64 {
@@ -4260,7 +4333,7 @@ type StatusReply struct {
 
 func (x *StatusReply) Reset() {
 	*x = StatusReply{}
-	mi := &file_meta_proto_msgTypes[52]
+	mi := &file_meta_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4272,7 +4345,7 @@ func (x *StatusReply) String() string {
 func (*StatusReply) ProtoMessage() {}
 
 func (x *StatusReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[52]
+	mi := &file_meta_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4285,7 +4358,7 @@ func (x *StatusReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusReply.ProtoReflect.Descriptor instead.
 func (*StatusReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{52}
+	return file_meta_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *StatusReply) GetPartition() uint32 {
@@ -4475,7 +4548,7 @@ type RunRecord struct {
 
 func (x *RunRecord) Reset() {
 	*x = RunRecord{}
-	mi := &file_meta_proto_msgTypes[53]
+	mi := &file_meta_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4487,7 +4560,7 @@ func (x *RunRecord) String() string {
 func (*RunRecord) ProtoMessage() {}
 
 func (x *RunRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[53]
+	mi := &file_meta_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4500,7 +4573,7 @@ func (x *RunRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunRecord.ProtoReflect.Descriptor instead.
 func (*RunRecord) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{53}
+	return file_meta_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RunRecord) GetStartNs() int64 {
@@ -4612,7 +4685,7 @@ type ClientStatus struct {
 
 func (x *ClientStatus) Reset() {
 	*x = ClientStatus{}
-	mi := &file_meta_proto_msgTypes[54]
+	mi := &file_meta_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4624,7 +4697,7 @@ func (x *ClientStatus) String() string {
 func (*ClientStatus) ProtoMessage() {}
 
 func (x *ClientStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[54]
+	mi := &file_meta_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4637,7 +4710,7 @@ func (x *ClientStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientStatus.ProtoReflect.Descriptor instead.
 func (*ClientStatus) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{54}
+	return file_meta_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ClientStatus) GetId() []byte {
@@ -4712,7 +4785,7 @@ type AnnounceRequest struct {
 
 func (x *AnnounceRequest) Reset() {
 	*x = AnnounceRequest{}
-	mi := &file_meta_proto_msgTypes[55]
+	mi := &file_meta_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4724,7 +4797,7 @@ func (x *AnnounceRequest) String() string {
 func (*AnnounceRequest) ProtoMessage() {}
 
 func (x *AnnounceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[55]
+	mi := &file_meta_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4737,7 +4810,7 @@ func (x *AnnounceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnnounceRequest.ProtoReflect.Descriptor instead.
 func (*AnnounceRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{55}
+	return file_meta_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *AnnounceRequest) GetIno() uint64 {
@@ -4786,7 +4859,7 @@ type IDRange struct {
 
 func (x *IDRange) Reset() {
 	*x = IDRange{}
-	mi := &file_meta_proto_msgTypes[56]
+	mi := &file_meta_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4798,7 +4871,7 @@ func (x *IDRange) String() string {
 func (*IDRange) ProtoMessage() {}
 
 func (x *IDRange) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[56]
+	mi := &file_meta_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4811,7 +4884,7 @@ func (x *IDRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IDRange.ProtoReflect.Descriptor instead.
 func (*IDRange) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{56}
+	return file_meta_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *IDRange) GetLo() uint32 {
@@ -4855,7 +4928,7 @@ type Credential struct {
 
 func (x *Credential) Reset() {
 	*x = Credential{}
-	mi := &file_meta_proto_msgTypes[57]
+	mi := &file_meta_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4867,7 +4940,7 @@ func (x *Credential) String() string {
 func (*Credential) ProtoMessage() {}
 
 func (x *Credential) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[57]
+	mi := &file_meta_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4880,7 +4953,7 @@ func (x *Credential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Credential.ProtoReflect.Descriptor instead.
 func (*Credential) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{57}
+	return file_meta_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Credential) GetName() string {
@@ -5006,7 +5079,7 @@ type AuthTableReply struct {
 
 func (x *AuthTableReply) Reset() {
 	*x = AuthTableReply{}
-	mi := &file_meta_proto_msgTypes[58]
+	mi := &file_meta_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5018,7 +5091,7 @@ func (x *AuthTableReply) String() string {
 func (*AuthTableReply) ProtoMessage() {}
 
 func (x *AuthTableReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[58]
+	mi := &file_meta_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5031,7 +5104,7 @@ func (x *AuthTableReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthTableReply.ProtoReflect.Descriptor instead.
 func (*AuthTableReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{58}
+	return file_meta_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *AuthTableReply) GetCredentials() []*Credential {
@@ -5055,7 +5128,7 @@ type AuthSyncRequest struct {
 
 func (x *AuthSyncRequest) Reset() {
 	*x = AuthSyncRequest{}
-	mi := &file_meta_proto_msgTypes[59]
+	mi := &file_meta_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5067,7 +5140,7 @@ func (x *AuthSyncRequest) String() string {
 func (*AuthSyncRequest) ProtoMessage() {}
 
 func (x *AuthSyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[59]
+	mi := &file_meta_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5080,7 +5153,7 @@ func (x *AuthSyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthSyncRequest.ProtoReflect.Descriptor instead.
 func (*AuthSyncRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{59}
+	return file_meta_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *AuthSyncRequest) GetIno() uint64 {
@@ -5110,7 +5183,7 @@ type AuthAddRequest struct {
 
 func (x *AuthAddRequest) Reset() {
 	*x = AuthAddRequest{}
-	mi := &file_meta_proto_msgTypes[60]
+	mi := &file_meta_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5122,7 +5195,7 @@ func (x *AuthAddRequest) String() string {
 func (*AuthAddRequest) ProtoMessage() {}
 
 func (x *AuthAddRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[60]
+	mi := &file_meta_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5135,7 +5208,7 @@ func (x *AuthAddRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthAddRequest.ProtoReflect.Descriptor instead.
 func (*AuthAddRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{60}
+	return file_meta_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *AuthAddRequest) GetIno() uint64 {
@@ -5169,7 +5242,7 @@ type AuthNameRequest struct {
 
 func (x *AuthNameRequest) Reset() {
 	*x = AuthNameRequest{}
-	mi := &file_meta_proto_msgTypes[61]
+	mi := &file_meta_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5181,7 +5254,7 @@ func (x *AuthNameRequest) String() string {
 func (*AuthNameRequest) ProtoMessage() {}
 
 func (x *AuthNameRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[61]
+	mi := &file_meta_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5194,7 +5267,7 @@ func (x *AuthNameRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthNameRequest.ProtoReflect.Descriptor instead.
 func (*AuthNameRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{61}
+	return file_meta_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *AuthNameRequest) GetIno() uint64 {
@@ -5222,7 +5295,7 @@ type AuthRotateRequest struct {
 
 func (x *AuthRotateRequest) Reset() {
 	*x = AuthRotateRequest{}
-	mi := &file_meta_proto_msgTypes[62]
+	mi := &file_meta_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5234,7 +5307,7 @@ func (x *AuthRotateRequest) String() string {
 func (*AuthRotateRequest) ProtoMessage() {}
 
 func (x *AuthRotateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[62]
+	mi := &file_meta_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5247,7 +5320,7 @@ func (x *AuthRotateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthRotateRequest.ProtoReflect.Descriptor instead.
 func (*AuthRotateRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{62}
+	return file_meta_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *AuthRotateRequest) GetIno() uint64 {
@@ -5280,7 +5353,7 @@ type CredentialReply struct {
 
 func (x *CredentialReply) Reset() {
 	*x = CredentialReply{}
-	mi := &file_meta_proto_msgTypes[63]
+	mi := &file_meta_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5292,7 +5365,7 @@ func (x *CredentialReply) String() string {
 func (*CredentialReply) ProtoMessage() {}
 
 func (x *CredentialReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[63]
+	mi := &file_meta_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5305,7 +5378,7 @@ func (x *CredentialReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CredentialReply.ProtoReflect.Descriptor instead.
 func (*CredentialReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{63}
+	return file_meta_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *CredentialReply) GetCredential() *Credential {
@@ -5324,7 +5397,7 @@ type AuthListReply struct {
 
 func (x *AuthListReply) Reset() {
 	*x = AuthListReply{}
-	mi := &file_meta_proto_msgTypes[64]
+	mi := &file_meta_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5336,7 +5409,7 @@ func (x *AuthListReply) String() string {
 func (*AuthListReply) ProtoMessage() {}
 
 func (x *AuthListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[64]
+	mi := &file_meta_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5349,7 +5422,7 @@ func (x *AuthListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthListReply.ProtoReflect.Descriptor instead.
 func (*AuthListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{64}
+	return file_meta_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *AuthListReply) GetCredentials() []*Credential {
@@ -5370,7 +5443,7 @@ type GroupRequest struct {
 
 func (x *GroupRequest) Reset() {
 	*x = GroupRequest{}
-	mi := &file_meta_proto_msgTypes[65]
+	mi := &file_meta_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5382,7 +5455,7 @@ func (x *GroupRequest) String() string {
 func (*GroupRequest) ProtoMessage() {}
 
 func (x *GroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[65]
+	mi := &file_meta_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5395,7 +5468,7 @@ func (x *GroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRequest.ProtoReflect.Descriptor instead.
 func (*GroupRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{65}
+	return file_meta_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *GroupRequest) GetVerify() bool {
@@ -5435,7 +5508,7 @@ type GroupReply struct {
 
 func (x *GroupReply) Reset() {
 	*x = GroupReply{}
-	mi := &file_meta_proto_msgTypes[66]
+	mi := &file_meta_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5447,7 +5520,7 @@ func (x *GroupReply) String() string {
 func (*GroupReply) ProtoMessage() {}
 
 func (x *GroupReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[66]
+	mi := &file_meta_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5460,7 +5533,7 @@ func (x *GroupReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupReply.ProtoReflect.Descriptor instead.
 func (*GroupReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{66}
+	return file_meta_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *GroupReply) GetPartition() uint32 {
@@ -5579,7 +5652,7 @@ type GroupTransferRequest struct {
 
 func (x *GroupTransferRequest) Reset() {
 	*x = GroupTransferRequest{}
-	mi := &file_meta_proto_msgTypes[67]
+	mi := &file_meta_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5591,7 +5664,7 @@ func (x *GroupTransferRequest) String() string {
 func (*GroupTransferRequest) ProtoMessage() {}
 
 func (x *GroupTransferRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[67]
+	mi := &file_meta_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5604,7 +5677,7 @@ func (x *GroupTransferRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupTransferRequest.ProtoReflect.Descriptor instead.
 func (*GroupTransferRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{67}
+	return file_meta_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *GroupTransferRequest) GetTo() uint64 {
@@ -5634,7 +5707,7 @@ type GroupAddRequest struct {
 
 func (x *GroupAddRequest) Reset() {
 	*x = GroupAddRequest{}
-	mi := &file_meta_proto_msgTypes[68]
+	mi := &file_meta_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5646,7 +5719,7 @@ func (x *GroupAddRequest) String() string {
 func (*GroupAddRequest) ProtoMessage() {}
 
 func (x *GroupAddRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[68]
+	mi := &file_meta_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5659,7 +5732,7 @@ func (x *GroupAddRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupAddRequest.ProtoReflect.Descriptor instead.
 func (*GroupAddRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{68}
+	return file_meta_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *GroupAddRequest) GetId() uint64 {
@@ -5709,7 +5782,7 @@ type GroupRemoveRequest struct {
 
 func (x *GroupRemoveRequest) Reset() {
 	*x = GroupRemoveRequest{}
-	mi := &file_meta_proto_msgTypes[69]
+	mi := &file_meta_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5721,7 +5794,7 @@ func (x *GroupRemoveRequest) String() string {
 func (*GroupRemoveRequest) ProtoMessage() {}
 
 func (x *GroupRemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[69]
+	mi := &file_meta_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5734,7 +5807,7 @@ func (x *GroupRemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRemoveRequest.ProtoReflect.Descriptor instead.
 func (*GroupRemoveRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{69}
+	return file_meta_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *GroupRemoveRequest) GetId() uint64 {
@@ -5760,7 +5833,7 @@ type GroupMember struct {
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_meta_proto_msgTypes[70]
+	mi := &file_meta_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5772,7 +5845,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[70]
+	mi := &file_meta_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5785,7 +5858,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{70}
+	return file_meta_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *GroupMember) GetId() uint64 {
@@ -5850,7 +5923,7 @@ type QuotaSetRequest struct {
 
 func (x *QuotaSetRequest) Reset() {
 	*x = QuotaSetRequest{}
-	mi := &file_meta_proto_msgTypes[71]
+	mi := &file_meta_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5862,7 +5935,7 @@ func (x *QuotaSetRequest) String() string {
 func (*QuotaSetRequest) ProtoMessage() {}
 
 func (x *QuotaSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[71]
+	mi := &file_meta_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5875,7 +5948,7 @@ func (x *QuotaSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaSetRequest.ProtoReflect.Descriptor instead.
 func (*QuotaSetRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{71}
+	return file_meta_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *QuotaSetRequest) GetIno() uint64 {
@@ -5921,7 +5994,7 @@ type Quota struct {
 
 func (x *Quota) Reset() {
 	*x = Quota{}
-	mi := &file_meta_proto_msgTypes[72]
+	mi := &file_meta_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5933,7 +6006,7 @@ func (x *Quota) String() string {
 func (*Quota) ProtoMessage() {}
 
 func (x *Quota) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[72]
+	mi := &file_meta_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5946,7 +6019,7 @@ func (x *Quota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quota.ProtoReflect.Descriptor instead.
 func (*Quota) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{72}
+	return file_meta_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *Quota) GetDir() uint64 {
@@ -6000,7 +6073,7 @@ type QuotaReply struct {
 
 func (x *QuotaReply) Reset() {
 	*x = QuotaReply{}
-	mi := &file_meta_proto_msgTypes[73]
+	mi := &file_meta_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6012,7 +6085,7 @@ func (x *QuotaReply) String() string {
 func (*QuotaReply) ProtoMessage() {}
 
 func (x *QuotaReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[73]
+	mi := &file_meta_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6025,7 +6098,7 @@ func (x *QuotaReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaReply.ProtoReflect.Descriptor instead.
 func (*QuotaReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{73}
+	return file_meta_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *QuotaReply) GetQuota() *Quota {
@@ -6044,7 +6117,7 @@ type QuotaListReply struct {
 
 func (x *QuotaListReply) Reset() {
 	*x = QuotaListReply{}
-	mi := &file_meta_proto_msgTypes[74]
+	mi := &file_meta_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6056,7 +6129,7 @@ func (x *QuotaListReply) String() string {
 func (*QuotaListReply) ProtoMessage() {}
 
 func (x *QuotaListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[74]
+	mi := &file_meta_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6069,7 +6142,7 @@ func (x *QuotaListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaListReply.ProtoReflect.Descriptor instead.
 func (*QuotaListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{74}
+	return file_meta_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *QuotaListReply) GetQuotas() []*Quota {
@@ -6091,7 +6164,7 @@ type QuotaMismatch struct {
 
 func (x *QuotaMismatch) Reset() {
 	*x = QuotaMismatch{}
-	mi := &file_meta_proto_msgTypes[75]
+	mi := &file_meta_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6103,7 +6176,7 @@ func (x *QuotaMismatch) String() string {
 func (*QuotaMismatch) ProtoMessage() {}
 
 func (x *QuotaMismatch) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[75]
+	mi := &file_meta_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6116,7 +6189,7 @@ func (x *QuotaMismatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaMismatch.ProtoReflect.Descriptor instead.
 func (*QuotaMismatch) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{75}
+	return file_meta_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *QuotaMismatch) GetQuota() *Quota {
@@ -6150,7 +6223,7 @@ type QuotaCheckReply struct {
 
 func (x *QuotaCheckReply) Reset() {
 	*x = QuotaCheckReply{}
-	mi := &file_meta_proto_msgTypes[76]
+	mi := &file_meta_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6162,7 +6235,7 @@ func (x *QuotaCheckReply) String() string {
 func (*QuotaCheckReply) ProtoMessage() {}
 
 func (x *QuotaCheckReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[76]
+	mi := &file_meta_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6175,7 +6248,7 @@ func (x *QuotaCheckReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaCheckReply.ProtoReflect.Descriptor instead.
 func (*QuotaCheckReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{76}
+	return file_meta_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *QuotaCheckReply) GetQuotas() uint32 {
@@ -6215,7 +6288,7 @@ type OwnerQuotaSetRequest struct {
 
 func (x *OwnerQuotaSetRequest) Reset() {
 	*x = OwnerQuotaSetRequest{}
-	mi := &file_meta_proto_msgTypes[77]
+	mi := &file_meta_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6227,7 +6300,7 @@ func (x *OwnerQuotaSetRequest) String() string {
 func (*OwnerQuotaSetRequest) ProtoMessage() {}
 
 func (x *OwnerQuotaSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[77]
+	mi := &file_meta_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6240,7 +6313,7 @@ func (x *OwnerQuotaSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuotaSetRequest.ProtoReflect.Descriptor instead.
 func (*OwnerQuotaSetRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{77}
+	return file_meta_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *OwnerQuotaSetRequest) GetIno() uint64 {
@@ -6314,7 +6387,7 @@ type OwnerQuotaRequest struct {
 
 func (x *OwnerQuotaRequest) Reset() {
 	*x = OwnerQuotaRequest{}
-	mi := &file_meta_proto_msgTypes[78]
+	mi := &file_meta_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6326,7 +6399,7 @@ func (x *OwnerQuotaRequest) String() string {
 func (*OwnerQuotaRequest) ProtoMessage() {}
 
 func (x *OwnerQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[78]
+	mi := &file_meta_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6339,7 +6412,7 @@ func (x *OwnerQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuotaRequest.ProtoReflect.Descriptor instead.
 func (*OwnerQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{78}
+	return file_meta_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *OwnerQuotaRequest) GetIno() uint64 {
@@ -6388,7 +6461,7 @@ type OwnerQuotaAdjustRequest struct {
 
 func (x *OwnerQuotaAdjustRequest) Reset() {
 	*x = OwnerQuotaAdjustRequest{}
-	mi := &file_meta_proto_msgTypes[79]
+	mi := &file_meta_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6400,7 +6473,7 @@ func (x *OwnerQuotaAdjustRequest) String() string {
 func (*OwnerQuotaAdjustRequest) ProtoMessage() {}
 
 func (x *OwnerQuotaAdjustRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[79]
+	mi := &file_meta_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6413,7 +6486,7 @@ func (x *OwnerQuotaAdjustRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuotaAdjustRequest.ProtoReflect.Descriptor instead.
 func (*OwnerQuotaAdjustRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{79}
+	return file_meta_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *OwnerQuotaAdjustRequest) GetIno() uint64 {
@@ -6474,7 +6547,7 @@ type OwnerQuota struct {
 
 func (x *OwnerQuota) Reset() {
 	*x = OwnerQuota{}
-	mi := &file_meta_proto_msgTypes[80]
+	mi := &file_meta_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6486,7 +6559,7 @@ func (x *OwnerQuota) String() string {
 func (*OwnerQuota) ProtoMessage() {}
 
 func (x *OwnerQuota) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[80]
+	mi := &file_meta_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6499,7 +6572,7 @@ func (x *OwnerQuota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuota.ProtoReflect.Descriptor instead.
 func (*OwnerQuota) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{80}
+	return file_meta_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *OwnerQuota) GetKind() uint32 {
@@ -6560,7 +6633,7 @@ type OwnerQuotaReply struct {
 
 func (x *OwnerQuotaReply) Reset() {
 	*x = OwnerQuotaReply{}
-	mi := &file_meta_proto_msgTypes[81]
+	mi := &file_meta_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6572,7 +6645,7 @@ func (x *OwnerQuotaReply) String() string {
 func (*OwnerQuotaReply) ProtoMessage() {}
 
 func (x *OwnerQuotaReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[81]
+	mi := &file_meta_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6585,7 +6658,7 @@ func (x *OwnerQuotaReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuotaReply.ProtoReflect.Descriptor instead.
 func (*OwnerQuotaReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{81}
+	return file_meta_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *OwnerQuotaReply) GetQuota() *OwnerQuota {
@@ -6604,7 +6677,7 @@ type OwnerQuotaListReply struct {
 
 func (x *OwnerQuotaListReply) Reset() {
 	*x = OwnerQuotaListReply{}
-	mi := &file_meta_proto_msgTypes[82]
+	mi := &file_meta_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6616,7 +6689,7 @@ func (x *OwnerQuotaListReply) String() string {
 func (*OwnerQuotaListReply) ProtoMessage() {}
 
 func (x *OwnerQuotaListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[82]
+	mi := &file_meta_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6629,7 +6702,7 @@ func (x *OwnerQuotaListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuotaListReply.ProtoReflect.Descriptor instead.
 func (*OwnerQuotaListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{82}
+	return file_meta_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *OwnerQuotaListReply) GetQuotas() []*OwnerQuota {
@@ -6650,7 +6723,7 @@ type OwnerQuotaMismatch struct {
 
 func (x *OwnerQuotaMismatch) Reset() {
 	*x = OwnerQuotaMismatch{}
-	mi := &file_meta_proto_msgTypes[83]
+	mi := &file_meta_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6662,7 +6735,7 @@ func (x *OwnerQuotaMismatch) String() string {
 func (*OwnerQuotaMismatch) ProtoMessage() {}
 
 func (x *OwnerQuotaMismatch) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[83]
+	mi := &file_meta_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6675,7 +6748,7 @@ func (x *OwnerQuotaMismatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuotaMismatch.ProtoReflect.Descriptor instead.
 func (*OwnerQuotaMismatch) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{83}
+	return file_meta_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *OwnerQuotaMismatch) GetQuota() *OwnerQuota {
@@ -6709,7 +6782,7 @@ type OwnerQuotaCheckReply struct {
 
 func (x *OwnerQuotaCheckReply) Reset() {
 	*x = OwnerQuotaCheckReply{}
-	mi := &file_meta_proto_msgTypes[84]
+	mi := &file_meta_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6721,7 +6794,7 @@ func (x *OwnerQuotaCheckReply) String() string {
 func (*OwnerQuotaCheckReply) ProtoMessage() {}
 
 func (x *OwnerQuotaCheckReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[84]
+	mi := &file_meta_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6734,7 +6807,7 @@ func (x *OwnerQuotaCheckReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuotaCheckReply.ProtoReflect.Descriptor instead.
 func (*OwnerQuotaCheckReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{84}
+	return file_meta_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *OwnerQuotaCheckReply) GetQuotas() uint32 {
@@ -6769,7 +6842,7 @@ type TrashEntry struct {
 
 func (x *TrashEntry) Reset() {
 	*x = TrashEntry{}
-	mi := &file_meta_proto_msgTypes[85]
+	mi := &file_meta_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6781,7 +6854,7 @@ func (x *TrashEntry) String() string {
 func (*TrashEntry) ProtoMessage() {}
 
 func (x *TrashEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[85]
+	mi := &file_meta_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6794,7 +6867,7 @@ func (x *TrashEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashEntry.ProtoReflect.Descriptor instead.
 func (*TrashEntry) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{85}
+	return file_meta_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *TrashEntry) GetHour() string {
@@ -6872,7 +6945,7 @@ type TrashListReply struct {
 
 func (x *TrashListReply) Reset() {
 	*x = TrashListReply{}
-	mi := &file_meta_proto_msgTypes[86]
+	mi := &file_meta_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6884,7 +6957,7 @@ func (x *TrashListReply) String() string {
 func (*TrashListReply) ProtoMessage() {}
 
 func (x *TrashListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[86]
+	mi := &file_meta_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6897,7 +6970,7 @@ func (x *TrashListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashListReply.ProtoReflect.Descriptor instead.
 func (*TrashListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{86}
+	return file_meta_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *TrashListReply) GetEntries() []*TrashEntry {
@@ -6942,7 +7015,7 @@ type TrashRestoreRequest struct {
 
 func (x *TrashRestoreRequest) Reset() {
 	*x = TrashRestoreRequest{}
-	mi := &file_meta_proto_msgTypes[87]
+	mi := &file_meta_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6954,7 +7027,7 @@ func (x *TrashRestoreRequest) String() string {
 func (*TrashRestoreRequest) ProtoMessage() {}
 
 func (x *TrashRestoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[87]
+	mi := &file_meta_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6967,7 +7040,7 @@ func (x *TrashRestoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashRestoreRequest.ProtoReflect.Descriptor instead.
 func (*TrashRestoreRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{87}
+	return file_meta_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *TrashRestoreRequest) GetIno() uint64 {
@@ -7008,7 +7081,7 @@ type TrashRestoreReply struct {
 
 func (x *TrashRestoreReply) Reset() {
 	*x = TrashRestoreReply{}
-	mi := &file_meta_proto_msgTypes[88]
+	mi := &file_meta_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7020,7 +7093,7 @@ func (x *TrashRestoreReply) String() string {
 func (*TrashRestoreReply) ProtoMessage() {}
 
 func (x *TrashRestoreReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[88]
+	mi := &file_meta_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7033,7 +7106,7 @@ func (x *TrashRestoreReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashRestoreReply.ProtoReflect.Descriptor instead.
 func (*TrashRestoreReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{88}
+	return file_meta_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *TrashRestoreReply) GetPaths() []string {
@@ -7064,7 +7137,7 @@ type TrashPurgeRequest struct {
 
 func (x *TrashPurgeRequest) Reset() {
 	*x = TrashPurgeRequest{}
-	mi := &file_meta_proto_msgTypes[89]
+	mi := &file_meta_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7076,7 +7149,7 @@ func (x *TrashPurgeRequest) String() string {
 func (*TrashPurgeRequest) ProtoMessage() {}
 
 func (x *TrashPurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[89]
+	mi := &file_meta_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7089,7 +7162,7 @@ func (x *TrashPurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashPurgeRequest.ProtoReflect.Descriptor instead.
 func (*TrashPurgeRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{89}
+	return file_meta_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *TrashPurgeRequest) GetIno() uint64 {
@@ -7130,7 +7203,7 @@ type TrashPurgeReply struct {
 
 func (x *TrashPurgeReply) Reset() {
 	*x = TrashPurgeReply{}
-	mi := &file_meta_proto_msgTypes[90]
+	mi := &file_meta_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7142,7 +7215,7 @@ func (x *TrashPurgeReply) String() string {
 func (*TrashPurgeReply) ProtoMessage() {}
 
 func (x *TrashPurgeReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[90]
+	mi := &file_meta_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7155,7 +7228,7 @@ func (x *TrashPurgeReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashPurgeReply.ProtoReflect.Descriptor instead.
 func (*TrashPurgeReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{90}
+	return file_meta_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *TrashPurgeReply) GetFiles() uint64 {
@@ -7193,14 +7266,18 @@ type XNode struct {
 	Inline []*InlineSlice `protobuf:"bytes,21,rep,name=inline,proto3" json:"inline,omitempty"`
 	// A directory: its entries in name order, each with the image of the
 	// node it names (the whole subtree moves).
-	Entries       []*XEntry `protobuf:"bytes,22,rep,name=entries,proto3" json:"entries,omitempty"`
+	Entries []*XEntry `protobuf:"bytes,22,rep,name=entries,proto3" json:"entries,omitempty"`
+	// Its inode number at the source, which the target keeps as an alias
+	// of the node's new number (docs/rebalance.md, "Identity across a
+	// rename between partitions"); 0: none.
+	Ino           uint64 `protobuf:"varint,23,opt,name=ino,proto3" json:"ino,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *XNode) Reset() {
 	*x = XNode{}
-	mi := &file_meta_proto_msgTypes[91]
+	mi := &file_meta_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7212,7 +7289,7 @@ func (x *XNode) String() string {
 func (*XNode) ProtoMessage() {}
 
 func (x *XNode) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[91]
+	mi := &file_meta_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7225,7 +7302,7 @@ func (x *XNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XNode.ProtoReflect.Descriptor instead.
 func (*XNode) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{91}
+	return file_meta_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *XNode) GetMode() uint32 {
@@ -7319,6 +7396,13 @@ func (x *XNode) GetEntries() []*XEntry {
 	return nil
 }
 
+func (x *XNode) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
 type XEntry struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,10,opt,name=name,proto3" json:"name,omitempty"`
@@ -7329,7 +7413,7 @@ type XEntry struct {
 
 func (x *XEntry) Reset() {
 	*x = XEntry{}
-	mi := &file_meta_proto_msgTypes[92]
+	mi := &file_meta_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7341,7 +7425,7 @@ func (x *XEntry) String() string {
 func (*XEntry) ProtoMessage() {}
 
 func (x *XEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[92]
+	mi := &file_meta_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7354,7 +7438,7 @@ func (x *XEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XEntry.ProtoReflect.Descriptor instead.
 func (*XEntry) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{92}
+	return file_meta_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *XEntry) GetName() string {
@@ -7381,7 +7465,7 @@ type XXattr struct {
 
 func (x *XXattr) Reset() {
 	*x = XXattr{}
-	mi := &file_meta_proto_msgTypes[93]
+	mi := &file_meta_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7393,7 +7477,7 @@ func (x *XXattr) String() string {
 func (*XXattr) ProtoMessage() {}
 
 func (x *XXattr) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[93]
+	mi := &file_meta_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7406,7 +7490,7 @@ func (x *XXattr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XXattr.ProtoReflect.Descriptor instead.
 func (*XXattr) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{93}
+	return file_meta_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *XXattr) GetName() string {
@@ -7433,7 +7517,7 @@ type XChunk struct {
 
 func (x *XChunk) Reset() {
 	*x = XChunk{}
-	mi := &file_meta_proto_msgTypes[94]
+	mi := &file_meta_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7445,7 +7529,7 @@ func (x *XChunk) String() string {
 func (*XChunk) ProtoMessage() {}
 
 func (x *XChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[94]
+	mi := &file_meta_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7458,7 +7542,7 @@ func (x *XChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XChunk.ProtoReflect.Descriptor instead.
 func (*XChunk) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{94}
+	return file_meta_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *XChunk) GetIndex() uint32 {
@@ -7488,7 +7572,7 @@ type XSlice struct {
 
 func (x *XSlice) Reset() {
 	*x = XSlice{}
-	mi := &file_meta_proto_msgTypes[95]
+	mi := &file_meta_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7500,7 +7584,7 @@ func (x *XSlice) String() string {
 func (*XSlice) ProtoMessage() {}
 
 func (x *XSlice) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[95]
+	mi := &file_meta_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7513,7 +7597,7 @@ func (x *XSlice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XSlice.ProtoReflect.Descriptor instead.
 func (*XSlice) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{95}
+	return file_meta_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *XSlice) GetId() uint64 {
@@ -7577,7 +7661,7 @@ type XPrepareRequest struct {
 
 func (x *XPrepareRequest) Reset() {
 	*x = XPrepareRequest{}
-	mi := &file_meta_proto_msgTypes[96]
+	mi := &file_meta_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7589,7 +7673,7 @@ func (x *XPrepareRequest) String() string {
 func (*XPrepareRequest) ProtoMessage() {}
 
 func (x *XPrepareRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[96]
+	mi := &file_meta_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7602,7 +7686,7 @@ func (x *XPrepareRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XPrepareRequest.ProtoReflect.Descriptor instead.
 func (*XPrepareRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{96}
+	return file_meta_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *XPrepareRequest) GetParent() uint64 {
@@ -7692,7 +7776,7 @@ type XPrepareReply struct {
 
 func (x *XPrepareReply) Reset() {
 	*x = XPrepareReply{}
-	mi := &file_meta_proto_msgTypes[97]
+	mi := &file_meta_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7704,7 +7788,7 @@ func (x *XPrepareReply) String() string {
 func (*XPrepareReply) ProtoMessage() {}
 
 func (x *XPrepareReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[97]
+	mi := &file_meta_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7717,7 +7801,7 @@ func (x *XPrepareReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XPrepareReply.ProtoReflect.Descriptor instead.
 func (*XPrepareReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{97}
+	return file_meta_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *XPrepareReply) GetDir() bool {
@@ -7775,7 +7859,7 @@ type XIntentRequest struct {
 
 func (x *XIntentRequest) Reset() {
 	*x = XIntentRequest{}
-	mi := &file_meta_proto_msgTypes[98]
+	mi := &file_meta_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7787,7 +7871,7 @@ func (x *XIntentRequest) String() string {
 func (*XIntentRequest) ProtoMessage() {}
 
 func (x *XIntentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[98]
+	mi := &file_meta_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7800,7 +7884,7 @@ func (x *XIntentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XIntentRequest.ProtoReflect.Descriptor instead.
 func (*XIntentRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{98}
+	return file_meta_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *XIntentRequest) GetIno() uint64 {
@@ -7840,7 +7924,7 @@ type XIntentReply struct {
 
 func (x *XIntentReply) Reset() {
 	*x = XIntentReply{}
-	mi := &file_meta_proto_msgTypes[99]
+	mi := &file_meta_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7852,7 +7936,7 @@ func (x *XIntentReply) String() string {
 func (*XIntentReply) ProtoMessage() {}
 
 func (x *XIntentReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[99]
+	mi := &file_meta_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7865,7 +7949,7 @@ func (x *XIntentReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XIntentReply.ProtoReflect.Descriptor instead.
 func (*XIntentReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{99}
+	return file_meta_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *XIntentReply) GetState() uint32 {
@@ -7891,7 +7975,7 @@ type XIntent struct {
 
 func (x *XIntent) Reset() {
 	*x = XIntent{}
-	mi := &file_meta_proto_msgTypes[100]
+	mi := &file_meta_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7903,7 +7987,7 @@ func (x *XIntent) String() string {
 func (*XIntent) ProtoMessage() {}
 
 func (x *XIntent) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[100]
+	mi := &file_meta_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7916,7 +8000,7 @@ func (x *XIntent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XIntent.ProtoReflect.Descriptor instead.
 func (*XIntent) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{100}
+	return file_meta_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *XIntent) GetId() []byte {
@@ -7984,7 +8068,7 @@ type XIntentListReply struct {
 
 func (x *XIntentListReply) Reset() {
 	*x = XIntentListReply{}
-	mi := &file_meta_proto_msgTypes[101]
+	mi := &file_meta_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7996,7 +8080,7 @@ func (x *XIntentListReply) String() string {
 func (*XIntentListReply) ProtoMessage() {}
 
 func (x *XIntentListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[101]
+	mi := &file_meta_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8009,7 +8093,7 @@ func (x *XIntentListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XIntentListReply.ProtoReflect.Descriptor instead.
 func (*XIntentListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{101}
+	return file_meta_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *XIntentListReply) GetIntents() []*XIntent {
@@ -8032,7 +8116,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_meta_proto_msgTypes[102]
+	mi := &file_meta_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8044,7 +8128,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[102]
+	mi := &file_meta_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8057,7 +8141,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{102}
+	return file_meta_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *SnapshotRequest) GetIno() uint64 {
@@ -8096,7 +8180,7 @@ type SnapshotInfo struct {
 
 func (x *SnapshotInfo) Reset() {
 	*x = SnapshotInfo{}
-	mi := &file_meta_proto_msgTypes[103]
+	mi := &file_meta_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8108,7 +8192,7 @@ func (x *SnapshotInfo) String() string {
 func (*SnapshotInfo) ProtoMessage() {}
 
 func (x *SnapshotInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[103]
+	mi := &file_meta_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8121,7 +8205,7 @@ func (x *SnapshotInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotInfo.ProtoReflect.Descriptor instead.
 func (*SnapshotInfo) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{103}
+	return file_meta_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *SnapshotInfo) GetName() string {
@@ -8175,7 +8259,7 @@ type SnapshotReply struct {
 
 func (x *SnapshotReply) Reset() {
 	*x = SnapshotReply{}
-	mi := &file_meta_proto_msgTypes[104]
+	mi := &file_meta_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8187,7 +8271,7 @@ func (x *SnapshotReply) String() string {
 func (*SnapshotReply) ProtoMessage() {}
 
 func (x *SnapshotReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[104]
+	mi := &file_meta_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8200,7 +8284,7 @@ func (x *SnapshotReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotReply.ProtoReflect.Descriptor instead.
 func (*SnapshotReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{104}
+	return file_meta_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *SnapshotReply) GetSnapshot() *SnapshotInfo {
@@ -8219,7 +8303,7 @@ type SnapshotListReply struct {
 
 func (x *SnapshotListReply) Reset() {
 	*x = SnapshotListReply{}
-	mi := &file_meta_proto_msgTypes[105]
+	mi := &file_meta_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8231,7 +8315,7 @@ func (x *SnapshotListReply) String() string {
 func (*SnapshotListReply) ProtoMessage() {}
 
 func (x *SnapshotListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[105]
+	mi := &file_meta_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8244,7 +8328,7 @@ func (x *SnapshotListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotListReply.ProtoReflect.Descriptor instead.
 func (*SnapshotListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{105}
+	return file_meta_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *SnapshotListReply) GetSnapshots() []*SnapshotInfo {
@@ -8268,7 +8352,7 @@ type SnapshotDiffRequest struct {
 
 func (x *SnapshotDiffRequest) Reset() {
 	*x = SnapshotDiffRequest{}
-	mi := &file_meta_proto_msgTypes[106]
+	mi := &file_meta_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8280,7 +8364,7 @@ func (x *SnapshotDiffRequest) String() string {
 func (*SnapshotDiffRequest) ProtoMessage() {}
 
 func (x *SnapshotDiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[106]
+	mi := &file_meta_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8293,7 +8377,7 @@ func (x *SnapshotDiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDiffRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotDiffRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{106}
+	return file_meta_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *SnapshotDiffRequest) GetIno() uint64 {
@@ -8338,7 +8422,7 @@ type SnapshotChange struct {
 
 func (x *SnapshotChange) Reset() {
 	*x = SnapshotChange{}
-	mi := &file_meta_proto_msgTypes[107]
+	mi := &file_meta_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8350,7 +8434,7 @@ func (x *SnapshotChange) String() string {
 func (*SnapshotChange) ProtoMessage() {}
 
 func (x *SnapshotChange) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[107]
+	mi := &file_meta_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8363,7 +8447,7 @@ func (x *SnapshotChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChange.ProtoReflect.Descriptor instead.
 func (*SnapshotChange) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{107}
+	return file_meta_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *SnapshotChange) GetOp() string {
@@ -8397,7 +8481,7 @@ type SnapshotDiffReply struct {
 
 func (x *SnapshotDiffReply) Reset() {
 	*x = SnapshotDiffReply{}
-	mi := &file_meta_proto_msgTypes[108]
+	mi := &file_meta_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8409,7 +8493,7 @@ func (x *SnapshotDiffReply) String() string {
 func (*SnapshotDiffReply) ProtoMessage() {}
 
 func (x *SnapshotDiffReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[108]
+	mi := &file_meta_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8422,7 +8506,7 @@ func (x *SnapshotDiffReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDiffReply.ProtoReflect.Descriptor instead.
 func (*SnapshotDiffReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{108}
+	return file_meta_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *SnapshotDiffReply) GetChanges() []*SnapshotChange {
@@ -8454,7 +8538,7 @@ type CloneRequest struct {
 
 func (x *CloneRequest) Reset() {
 	*x = CloneRequest{}
-	mi := &file_meta_proto_msgTypes[109]
+	mi := &file_meta_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8466,7 +8550,7 @@ func (x *CloneRequest) String() string {
 func (*CloneRequest) ProtoMessage() {}
 
 func (x *CloneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[109]
+	mi := &file_meta_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8479,7 +8563,7 @@ func (x *CloneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloneRequest.ProtoReflect.Descriptor instead.
 func (*CloneRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{109}
+	return file_meta_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *CloneRequest) GetIno() uint64 {
@@ -8537,7 +8621,7 @@ const file_meta_proto_rawDesc = "" +
 	" \x01(\rR\x04rdev\x12\x16\n" +
 	"\x06blocks\x18\v \x01(\x04R\x06blocks\"!\n" +
 	"\vNullRequest\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data\"\xa3\x01\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"\xd0\x01\n" +
 	"\vErrorDetail\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12\x1d\n" +
 	"\n" +
@@ -8546,7 +8630,13 @@ const file_meta_proto_rawDesc = "" +
 	"\vquota_files\x18\x04 \x01(\x04R\n" +
 	"quotaFiles\x12\x1f\n" +
 	"\vquota_bytes\x18\x05 \x01(\x04R\n" +
-	"quotaBytes\"\x1f\n" +
+	"quotaBytes\x12+\n" +
+	"\x05moved\x18\x06 \x01(\v2\x15.canopy.meta.v1.MovedR\x05moved\"V\n" +
+	"\x05Moved\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x10\n" +
+	"\x03ino\x18\x02 \x01(\x04R\x03ino\x12\x1d\n" +
+	"\n" +
+	"new_parent\x18\x03 \x01(\x04R\tnewParent\"\x1f\n" +
 	"\tNullReply\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"\a\n" +
 	"\x05Empty\"O\n" +
@@ -9088,7 +9178,7 @@ const file_meta_proto_rawDesc = "" +
 	"\x03all\x18\v \x01(\bR\x03all\"=\n" +
 	"\x0fTrashPurgeReply\x12\x14\n" +
 	"\x05files\x18\x01 \x01(\x04R\x05files\x12\x14\n" +
-	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"\x97\x03\n" +
+	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"\xa9\x03\n" +
 	"\x05XNode\x12\x12\n" +
 	"\x04mode\x18\n" +
 	" \x01(\rR\x04mode\x12\x10\n" +
@@ -9103,7 +9193,8 @@ const file_meta_proto_rawDesc = "" +
 	"\x06xattrs\x18\x13 \x03(\v2\x16.canopy.meta.v1.XXattrR\x06xattrs\x12.\n" +
 	"\x06chunks\x18\x14 \x03(\v2\x16.canopy.meta.v1.XChunkR\x06chunks\x123\n" +
 	"\x06inline\x18\x15 \x03(\v2\x1b.canopy.meta.v1.InlineSliceR\x06inline\x120\n" +
-	"\aentries\x18\x16 \x03(\v2\x16.canopy.meta.v1.XEntryR\aentries\"G\n" +
+	"\aentries\x18\x16 \x03(\v2\x16.canopy.meta.v1.XEntryR\aentries\x12\x10\n" +
+	"\x03ino\x18\x17 \x01(\x04R\x03ino\"G\n" +
 	"\x06XEntry\x12\x12\n" +
 	"\x04name\x18\n" +
 	" \x01(\tR\x04name\x12)\n" +
@@ -9342,7 +9433,7 @@ func file_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 110)
+var file_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 111)
 var file_meta_proto_goTypes = []any{
 	(Method)(0),                     // 0: canopy.meta.v1.Method
 	(SetattrMask)(0),                // 1: canopy.meta.v1.SetattrMask
@@ -9352,174 +9443,176 @@ var file_meta_proto_goTypes = []any{
 	(*Attr)(nil),                    // 5: canopy.meta.v1.Attr
 	(*NullRequest)(nil),             // 6: canopy.meta.v1.NullRequest
 	(*ErrorDetail)(nil),             // 7: canopy.meta.v1.ErrorDetail
-	(*NullReply)(nil),               // 8: canopy.meta.v1.NullReply
-	(*Empty)(nil),                   // 9: canopy.meta.v1.Empty
-	(*NodeRequest)(nil),             // 10: canopy.meta.v1.NodeRequest
-	(*EntryRequest)(nil),            // 11: canopy.meta.v1.EntryRequest
-	(*CreateRequest)(nil),           // 12: canopy.meta.v1.CreateRequest
-	(*SetattrRequest)(nil),          // 13: canopy.meta.v1.SetattrRequest
-	(*RenameRequest)(nil),           // 14: canopy.meta.v1.RenameRequest
-	(*LinkRequest)(nil),             // 15: canopy.meta.v1.LinkRequest
-	(*ReaddirRequest)(nil),          // 16: canopy.meta.v1.ReaddirRequest
-	(*Dirent)(nil),                  // 17: canopy.meta.v1.Dirent
-	(*ReaddirReply)(nil),            // 18: canopy.meta.v1.ReaddirReply
-	(*AttrReply)(nil),               // 19: canopy.meta.v1.AttrReply
-	(*ReadlinkReply)(nil),           // 20: canopy.meta.v1.ReadlinkReply
-	(*StatfsReply)(nil),             // 21: canopy.meta.v1.StatfsReply
-	(*SummaryReply)(nil),            // 22: canopy.meta.v1.SummaryReply
-	(*XattrRequest)(nil),            // 23: canopy.meta.v1.XattrRequest
-	(*XattrReply)(nil),              // 24: canopy.meta.v1.XattrReply
-	(*XattrListReply)(nil),          // 25: canopy.meta.v1.XattrListReply
-	(*LogRecord)(nil),               // 26: canopy.meta.v1.LogRecord
-	(*Settings)(nil),                // 27: canopy.meta.v1.Settings
-	(*VolumeReply)(nil),             // 28: canopy.meta.v1.VolumeReply
-	(*Slice)(nil),                   // 29: canopy.meta.v1.Slice
-	(*AllocSlicesRequest)(nil),      // 30: canopy.meta.v1.AllocSlicesRequest
-	(*AllocSlicesReply)(nil),        // 31: canopy.meta.v1.AllocSlicesReply
-	(*SliceWrite)(nil),              // 32: canopy.meta.v1.SliceWrite
-	(*CommitRequest)(nil),           // 33: canopy.meta.v1.CommitRequest
-	(*ConcatRequest)(nil),           // 34: canopy.meta.v1.ConcatRequest
-	(*ReadChunksRequest)(nil),       // 35: canopy.meta.v1.ReadChunksRequest
-	(*ChunkView)(nil),               // 36: canopy.meta.v1.ChunkView
-	(*ReadChunksReply)(nil),         // 37: canopy.meta.v1.ReadChunksReply
-	(*InlineSlice)(nil),             // 38: canopy.meta.v1.InlineSlice
-	(*ListInlineReply)(nil),         // 39: canopy.meta.v1.ListInlineReply
-	(*OpenRequest)(nil),             // 40: canopy.meta.v1.OpenRequest
-	(*CompactRequest)(nil),          // 41: canopy.meta.v1.CompactRequest
-	(*SliceRef)(nil),                // 42: canopy.meta.v1.SliceRef
-	(*ListSlicesRequest)(nil),       // 43: canopy.meta.v1.ListSlicesRequest
-	(*ListSlicesReply)(nil),         // 44: canopy.meta.v1.ListSlicesReply
-	(*PurgeRequest)(nil),            // 45: canopy.meta.v1.PurgeRequest
-	(*LockRequest)(nil),             // 46: canopy.meta.v1.LockRequest
-	(*LockReply)(nil),               // 47: canopy.meta.v1.LockReply
-	(*HeartbeatReply)(nil),          // 48: canopy.meta.v1.HeartbeatReply
-	(*MountEntry)(nil),              // 49: canopy.meta.v1.MountEntry
-	(*Route)(nil),                   // 50: canopy.meta.v1.Route
-	(*TablesRequest)(nil),           // 51: canopy.meta.v1.TablesRequest
-	(*TablesReply)(nil),             // 52: canopy.meta.v1.TablesReply
-	(*TablesUpdate)(nil),            // 53: canopy.meta.v1.TablesUpdate
-	(*DumpRequest)(nil),             // 54: canopy.meta.v1.DumpRequest
-	(*DumpReply)(nil),               // 55: canopy.meta.v1.DumpReply
-	(*StatusRequest)(nil),           // 56: canopy.meta.v1.StatusRequest
-	(*StatusReply)(nil),             // 57: canopy.meta.v1.StatusReply
-	(*RunRecord)(nil),               // 58: canopy.meta.v1.RunRecord
-	(*ClientStatus)(nil),            // 59: canopy.meta.v1.ClientStatus
-	(*AnnounceRequest)(nil),         // 60: canopy.meta.v1.AnnounceRequest
-	(*IDRange)(nil),                 // 61: canopy.meta.v1.IDRange
-	(*Credential)(nil),              // 62: canopy.meta.v1.Credential
-	(*AuthTableReply)(nil),          // 63: canopy.meta.v1.AuthTableReply
-	(*AuthSyncRequest)(nil),         // 64: canopy.meta.v1.AuthSyncRequest
-	(*AuthAddRequest)(nil),          // 65: canopy.meta.v1.AuthAddRequest
-	(*AuthNameRequest)(nil),         // 66: canopy.meta.v1.AuthNameRequest
-	(*AuthRotateRequest)(nil),       // 67: canopy.meta.v1.AuthRotateRequest
-	(*CredentialReply)(nil),         // 68: canopy.meta.v1.CredentialReply
-	(*AuthListReply)(nil),           // 69: canopy.meta.v1.AuthListReply
-	(*GroupRequest)(nil),            // 70: canopy.meta.v1.GroupRequest
-	(*GroupReply)(nil),              // 71: canopy.meta.v1.GroupReply
-	(*GroupTransferRequest)(nil),    // 72: canopy.meta.v1.GroupTransferRequest
-	(*GroupAddRequest)(nil),         // 73: canopy.meta.v1.GroupAddRequest
-	(*GroupRemoveRequest)(nil),      // 74: canopy.meta.v1.GroupRemoveRequest
-	(*GroupMember)(nil),             // 75: canopy.meta.v1.GroupMember
-	(*QuotaSetRequest)(nil),         // 76: canopy.meta.v1.QuotaSetRequest
-	(*Quota)(nil),                   // 77: canopy.meta.v1.Quota
-	(*QuotaReply)(nil),              // 78: canopy.meta.v1.QuotaReply
-	(*QuotaListReply)(nil),          // 79: canopy.meta.v1.QuotaListReply
-	(*QuotaMismatch)(nil),           // 80: canopy.meta.v1.QuotaMismatch
-	(*QuotaCheckReply)(nil),         // 81: canopy.meta.v1.QuotaCheckReply
-	(*OwnerQuotaSetRequest)(nil),    // 82: canopy.meta.v1.OwnerQuotaSetRequest
-	(*OwnerQuotaRequest)(nil),       // 83: canopy.meta.v1.OwnerQuotaRequest
-	(*OwnerQuotaAdjustRequest)(nil), // 84: canopy.meta.v1.OwnerQuotaAdjustRequest
-	(*OwnerQuota)(nil),              // 85: canopy.meta.v1.OwnerQuota
-	(*OwnerQuotaReply)(nil),         // 86: canopy.meta.v1.OwnerQuotaReply
-	(*OwnerQuotaListReply)(nil),     // 87: canopy.meta.v1.OwnerQuotaListReply
-	(*OwnerQuotaMismatch)(nil),      // 88: canopy.meta.v1.OwnerQuotaMismatch
-	(*OwnerQuotaCheckReply)(nil),    // 89: canopy.meta.v1.OwnerQuotaCheckReply
-	(*TrashEntry)(nil),              // 90: canopy.meta.v1.TrashEntry
-	(*TrashListReply)(nil),          // 91: canopy.meta.v1.TrashListReply
-	(*TrashRestoreRequest)(nil),     // 92: canopy.meta.v1.TrashRestoreRequest
-	(*TrashRestoreReply)(nil),       // 93: canopy.meta.v1.TrashRestoreReply
-	(*TrashPurgeRequest)(nil),       // 94: canopy.meta.v1.TrashPurgeRequest
-	(*TrashPurgeReply)(nil),         // 95: canopy.meta.v1.TrashPurgeReply
-	(*XNode)(nil),                   // 96: canopy.meta.v1.XNode
-	(*XEntry)(nil),                  // 97: canopy.meta.v1.XEntry
-	(*XXattr)(nil),                  // 98: canopy.meta.v1.XXattr
-	(*XChunk)(nil),                  // 99: canopy.meta.v1.XChunk
-	(*XSlice)(nil),                  // 100: canopy.meta.v1.XSlice
-	(*XPrepareRequest)(nil),         // 101: canopy.meta.v1.XPrepareRequest
-	(*XPrepareReply)(nil),           // 102: canopy.meta.v1.XPrepareReply
-	(*XIntentRequest)(nil),          // 103: canopy.meta.v1.XIntentRequest
-	(*XIntentReply)(nil),            // 104: canopy.meta.v1.XIntentReply
-	(*XIntent)(nil),                 // 105: canopy.meta.v1.XIntent
-	(*XIntentListReply)(nil),        // 106: canopy.meta.v1.XIntentListReply
-	(*SnapshotRequest)(nil),         // 107: canopy.meta.v1.SnapshotRequest
-	(*SnapshotInfo)(nil),            // 108: canopy.meta.v1.SnapshotInfo
-	(*SnapshotReply)(nil),           // 109: canopy.meta.v1.SnapshotReply
-	(*SnapshotListReply)(nil),       // 110: canopy.meta.v1.SnapshotListReply
-	(*SnapshotDiffRequest)(nil),     // 111: canopy.meta.v1.SnapshotDiffRequest
-	(*SnapshotChange)(nil),          // 112: canopy.meta.v1.SnapshotChange
-	(*SnapshotDiffReply)(nil),       // 113: canopy.meta.v1.SnapshotDiffReply
-	(*CloneRequest)(nil),            // 114: canopy.meta.v1.CloneRequest
+	(*Moved)(nil),                   // 8: canopy.meta.v1.Moved
+	(*NullReply)(nil),               // 9: canopy.meta.v1.NullReply
+	(*Empty)(nil),                   // 10: canopy.meta.v1.Empty
+	(*NodeRequest)(nil),             // 11: canopy.meta.v1.NodeRequest
+	(*EntryRequest)(nil),            // 12: canopy.meta.v1.EntryRequest
+	(*CreateRequest)(nil),           // 13: canopy.meta.v1.CreateRequest
+	(*SetattrRequest)(nil),          // 14: canopy.meta.v1.SetattrRequest
+	(*RenameRequest)(nil),           // 15: canopy.meta.v1.RenameRequest
+	(*LinkRequest)(nil),             // 16: canopy.meta.v1.LinkRequest
+	(*ReaddirRequest)(nil),          // 17: canopy.meta.v1.ReaddirRequest
+	(*Dirent)(nil),                  // 18: canopy.meta.v1.Dirent
+	(*ReaddirReply)(nil),            // 19: canopy.meta.v1.ReaddirReply
+	(*AttrReply)(nil),               // 20: canopy.meta.v1.AttrReply
+	(*ReadlinkReply)(nil),           // 21: canopy.meta.v1.ReadlinkReply
+	(*StatfsReply)(nil),             // 22: canopy.meta.v1.StatfsReply
+	(*SummaryReply)(nil),            // 23: canopy.meta.v1.SummaryReply
+	(*XattrRequest)(nil),            // 24: canopy.meta.v1.XattrRequest
+	(*XattrReply)(nil),              // 25: canopy.meta.v1.XattrReply
+	(*XattrListReply)(nil),          // 26: canopy.meta.v1.XattrListReply
+	(*LogRecord)(nil),               // 27: canopy.meta.v1.LogRecord
+	(*Settings)(nil),                // 28: canopy.meta.v1.Settings
+	(*VolumeReply)(nil),             // 29: canopy.meta.v1.VolumeReply
+	(*Slice)(nil),                   // 30: canopy.meta.v1.Slice
+	(*AllocSlicesRequest)(nil),      // 31: canopy.meta.v1.AllocSlicesRequest
+	(*AllocSlicesReply)(nil),        // 32: canopy.meta.v1.AllocSlicesReply
+	(*SliceWrite)(nil),              // 33: canopy.meta.v1.SliceWrite
+	(*CommitRequest)(nil),           // 34: canopy.meta.v1.CommitRequest
+	(*ConcatRequest)(nil),           // 35: canopy.meta.v1.ConcatRequest
+	(*ReadChunksRequest)(nil),       // 36: canopy.meta.v1.ReadChunksRequest
+	(*ChunkView)(nil),               // 37: canopy.meta.v1.ChunkView
+	(*ReadChunksReply)(nil),         // 38: canopy.meta.v1.ReadChunksReply
+	(*InlineSlice)(nil),             // 39: canopy.meta.v1.InlineSlice
+	(*ListInlineReply)(nil),         // 40: canopy.meta.v1.ListInlineReply
+	(*OpenRequest)(nil),             // 41: canopy.meta.v1.OpenRequest
+	(*CompactRequest)(nil),          // 42: canopy.meta.v1.CompactRequest
+	(*SliceRef)(nil),                // 43: canopy.meta.v1.SliceRef
+	(*ListSlicesRequest)(nil),       // 44: canopy.meta.v1.ListSlicesRequest
+	(*ListSlicesReply)(nil),         // 45: canopy.meta.v1.ListSlicesReply
+	(*PurgeRequest)(nil),            // 46: canopy.meta.v1.PurgeRequest
+	(*LockRequest)(nil),             // 47: canopy.meta.v1.LockRequest
+	(*LockReply)(nil),               // 48: canopy.meta.v1.LockReply
+	(*HeartbeatReply)(nil),          // 49: canopy.meta.v1.HeartbeatReply
+	(*MountEntry)(nil),              // 50: canopy.meta.v1.MountEntry
+	(*Route)(nil),                   // 51: canopy.meta.v1.Route
+	(*TablesRequest)(nil),           // 52: canopy.meta.v1.TablesRequest
+	(*TablesReply)(nil),             // 53: canopy.meta.v1.TablesReply
+	(*TablesUpdate)(nil),            // 54: canopy.meta.v1.TablesUpdate
+	(*DumpRequest)(nil),             // 55: canopy.meta.v1.DumpRequest
+	(*DumpReply)(nil),               // 56: canopy.meta.v1.DumpReply
+	(*StatusRequest)(nil),           // 57: canopy.meta.v1.StatusRequest
+	(*StatusReply)(nil),             // 58: canopy.meta.v1.StatusReply
+	(*RunRecord)(nil),               // 59: canopy.meta.v1.RunRecord
+	(*ClientStatus)(nil),            // 60: canopy.meta.v1.ClientStatus
+	(*AnnounceRequest)(nil),         // 61: canopy.meta.v1.AnnounceRequest
+	(*IDRange)(nil),                 // 62: canopy.meta.v1.IDRange
+	(*Credential)(nil),              // 63: canopy.meta.v1.Credential
+	(*AuthTableReply)(nil),          // 64: canopy.meta.v1.AuthTableReply
+	(*AuthSyncRequest)(nil),         // 65: canopy.meta.v1.AuthSyncRequest
+	(*AuthAddRequest)(nil),          // 66: canopy.meta.v1.AuthAddRequest
+	(*AuthNameRequest)(nil),         // 67: canopy.meta.v1.AuthNameRequest
+	(*AuthRotateRequest)(nil),       // 68: canopy.meta.v1.AuthRotateRequest
+	(*CredentialReply)(nil),         // 69: canopy.meta.v1.CredentialReply
+	(*AuthListReply)(nil),           // 70: canopy.meta.v1.AuthListReply
+	(*GroupRequest)(nil),            // 71: canopy.meta.v1.GroupRequest
+	(*GroupReply)(nil),              // 72: canopy.meta.v1.GroupReply
+	(*GroupTransferRequest)(nil),    // 73: canopy.meta.v1.GroupTransferRequest
+	(*GroupAddRequest)(nil),         // 74: canopy.meta.v1.GroupAddRequest
+	(*GroupRemoveRequest)(nil),      // 75: canopy.meta.v1.GroupRemoveRequest
+	(*GroupMember)(nil),             // 76: canopy.meta.v1.GroupMember
+	(*QuotaSetRequest)(nil),         // 77: canopy.meta.v1.QuotaSetRequest
+	(*Quota)(nil),                   // 78: canopy.meta.v1.Quota
+	(*QuotaReply)(nil),              // 79: canopy.meta.v1.QuotaReply
+	(*QuotaListReply)(nil),          // 80: canopy.meta.v1.QuotaListReply
+	(*QuotaMismatch)(nil),           // 81: canopy.meta.v1.QuotaMismatch
+	(*QuotaCheckReply)(nil),         // 82: canopy.meta.v1.QuotaCheckReply
+	(*OwnerQuotaSetRequest)(nil),    // 83: canopy.meta.v1.OwnerQuotaSetRequest
+	(*OwnerQuotaRequest)(nil),       // 84: canopy.meta.v1.OwnerQuotaRequest
+	(*OwnerQuotaAdjustRequest)(nil), // 85: canopy.meta.v1.OwnerQuotaAdjustRequest
+	(*OwnerQuota)(nil),              // 86: canopy.meta.v1.OwnerQuota
+	(*OwnerQuotaReply)(nil),         // 87: canopy.meta.v1.OwnerQuotaReply
+	(*OwnerQuotaListReply)(nil),     // 88: canopy.meta.v1.OwnerQuotaListReply
+	(*OwnerQuotaMismatch)(nil),      // 89: canopy.meta.v1.OwnerQuotaMismatch
+	(*OwnerQuotaCheckReply)(nil),    // 90: canopy.meta.v1.OwnerQuotaCheckReply
+	(*TrashEntry)(nil),              // 91: canopy.meta.v1.TrashEntry
+	(*TrashListReply)(nil),          // 92: canopy.meta.v1.TrashListReply
+	(*TrashRestoreRequest)(nil),     // 93: canopy.meta.v1.TrashRestoreRequest
+	(*TrashRestoreReply)(nil),       // 94: canopy.meta.v1.TrashRestoreReply
+	(*TrashPurgeRequest)(nil),       // 95: canopy.meta.v1.TrashPurgeRequest
+	(*TrashPurgeReply)(nil),         // 96: canopy.meta.v1.TrashPurgeReply
+	(*XNode)(nil),                   // 97: canopy.meta.v1.XNode
+	(*XEntry)(nil),                  // 98: canopy.meta.v1.XEntry
+	(*XXattr)(nil),                  // 99: canopy.meta.v1.XXattr
+	(*XChunk)(nil),                  // 100: canopy.meta.v1.XChunk
+	(*XSlice)(nil),                  // 101: canopy.meta.v1.XSlice
+	(*XPrepareRequest)(nil),         // 102: canopy.meta.v1.XPrepareRequest
+	(*XPrepareReply)(nil),           // 103: canopy.meta.v1.XPrepareReply
+	(*XIntentRequest)(nil),          // 104: canopy.meta.v1.XIntentRequest
+	(*XIntentReply)(nil),            // 105: canopy.meta.v1.XIntentReply
+	(*XIntent)(nil),                 // 106: canopy.meta.v1.XIntent
+	(*XIntentListReply)(nil),        // 107: canopy.meta.v1.XIntentListReply
+	(*SnapshotRequest)(nil),         // 108: canopy.meta.v1.SnapshotRequest
+	(*SnapshotInfo)(nil),            // 109: canopy.meta.v1.SnapshotInfo
+	(*SnapshotReply)(nil),           // 110: canopy.meta.v1.SnapshotReply
+	(*SnapshotListReply)(nil),       // 111: canopy.meta.v1.SnapshotListReply
+	(*SnapshotDiffRequest)(nil),     // 112: canopy.meta.v1.SnapshotDiffRequest
+	(*SnapshotChange)(nil),          // 113: canopy.meta.v1.SnapshotChange
+	(*SnapshotDiffReply)(nil),       // 114: canopy.meta.v1.SnapshotDiffReply
+	(*CloneRequest)(nil),            // 115: canopy.meta.v1.CloneRequest
 }
 var file_meta_proto_depIdxs = []int32{
-	5,   // 0: canopy.meta.v1.Dirent.attr:type_name -> canopy.meta.v1.Attr
-	17,  // 1: canopy.meta.v1.ReaddirReply.entries:type_name -> canopy.meta.v1.Dirent
-	5,   // 2: canopy.meta.v1.AttrReply.attr:type_name -> canopy.meta.v1.Attr
-	5,   // 3: canopy.meta.v1.AttrReply.parent:type_name -> canopy.meta.v1.Attr
-	4,   // 4: canopy.meta.v1.LogRecord.session_end:type_name -> canopy.meta.v1.SessionEnd
-	27,  // 5: canopy.meta.v1.LogRecord.settings:type_name -> canopy.meta.v1.Settings
-	29,  // 6: canopy.meta.v1.SliceWrite.slice:type_name -> canopy.meta.v1.Slice
-	32,  // 7: canopy.meta.v1.CommitRequest.writes:type_name -> canopy.meta.v1.SliceWrite
-	13,  // 8: canopy.meta.v1.CommitRequest.attrs:type_name -> canopy.meta.v1.SetattrRequest
-	29,  // 9: canopy.meta.v1.ChunkView.slices:type_name -> canopy.meta.v1.Slice
-	5,   // 10: canopy.meta.v1.ReadChunksReply.attr:type_name -> canopy.meta.v1.Attr
-	36,  // 11: canopy.meta.v1.ReadChunksReply.chunks:type_name -> canopy.meta.v1.ChunkView
-	38,  // 12: canopy.meta.v1.ReadChunksReply.inline:type_name -> canopy.meta.v1.InlineSlice
-	38,  // 13: canopy.meta.v1.ListInlineReply.slices:type_name -> canopy.meta.v1.InlineSlice
-	29,  // 14: canopy.meta.v1.CompactRequest.slice:type_name -> canopy.meta.v1.Slice
-	42,  // 15: canopy.meta.v1.ListSlicesReply.slices:type_name -> canopy.meta.v1.SliceRef
-	49,  // 16: canopy.meta.v1.TablesReply.mounts:type_name -> canopy.meta.v1.MountEntry
-	50,  // 17: canopy.meta.v1.TablesReply.routes:type_name -> canopy.meta.v1.Route
-	49,  // 18: canopy.meta.v1.TablesUpdate.set_mounts:type_name -> canopy.meta.v1.MountEntry
-	50,  // 19: canopy.meta.v1.TablesUpdate.set_routes:type_name -> canopy.meta.v1.Route
-	59,  // 20: canopy.meta.v1.StatusReply.clients:type_name -> canopy.meta.v1.ClientStatus
-	58,  // 21: canopy.meta.v1.StatusReply.collector:type_name -> canopy.meta.v1.RunRecord
-	58,  // 22: canopy.meta.v1.StatusReply.fsck:type_name -> canopy.meta.v1.RunRecord
-	61,  // 23: canopy.meta.v1.Credential.uids:type_name -> canopy.meta.v1.IDRange
-	61,  // 24: canopy.meta.v1.Credential.gids:type_name -> canopy.meta.v1.IDRange
-	62,  // 25: canopy.meta.v1.AuthTableReply.credentials:type_name -> canopy.meta.v1.Credential
-	62,  // 26: canopy.meta.v1.AuthSyncRequest.credentials:type_name -> canopy.meta.v1.Credential
-	62,  // 27: canopy.meta.v1.AuthAddRequest.credential:type_name -> canopy.meta.v1.Credential
-	62,  // 28: canopy.meta.v1.CredentialReply.credential:type_name -> canopy.meta.v1.Credential
-	62,  // 29: canopy.meta.v1.AuthListReply.credentials:type_name -> canopy.meta.v1.Credential
-	75,  // 30: canopy.meta.v1.GroupReply.members:type_name -> canopy.meta.v1.GroupMember
-	77,  // 31: canopy.meta.v1.QuotaReply.quota:type_name -> canopy.meta.v1.Quota
-	77,  // 32: canopy.meta.v1.QuotaListReply.quotas:type_name -> canopy.meta.v1.Quota
-	77,  // 33: canopy.meta.v1.QuotaMismatch.quota:type_name -> canopy.meta.v1.Quota
-	80,  // 34: canopy.meta.v1.QuotaCheckReply.mismatches:type_name -> canopy.meta.v1.QuotaMismatch
-	85,  // 35: canopy.meta.v1.OwnerQuotaReply.quota:type_name -> canopy.meta.v1.OwnerQuota
-	85,  // 36: canopy.meta.v1.OwnerQuotaListReply.quotas:type_name -> canopy.meta.v1.OwnerQuota
-	85,  // 37: canopy.meta.v1.OwnerQuotaMismatch.quota:type_name -> canopy.meta.v1.OwnerQuota
-	88,  // 38: canopy.meta.v1.OwnerQuotaCheckReply.mismatches:type_name -> canopy.meta.v1.OwnerQuotaMismatch
-	5,   // 39: canopy.meta.v1.TrashEntry.attr:type_name -> canopy.meta.v1.Attr
-	90,  // 40: canopy.meta.v1.TrashListReply.entries:type_name -> canopy.meta.v1.TrashEntry
-	98,  // 41: canopy.meta.v1.XNode.xattrs:type_name -> canopy.meta.v1.XXattr
-	99,  // 42: canopy.meta.v1.XNode.chunks:type_name -> canopy.meta.v1.XChunk
-	38,  // 43: canopy.meta.v1.XNode.inline:type_name -> canopy.meta.v1.InlineSlice
-	97,  // 44: canopy.meta.v1.XNode.entries:type_name -> canopy.meta.v1.XEntry
-	96,  // 45: canopy.meta.v1.XEntry.node:type_name -> canopy.meta.v1.XNode
-	100, // 46: canopy.meta.v1.XChunk.slices:type_name -> canopy.meta.v1.XSlice
-	96,  // 47: canopy.meta.v1.XPrepareReply.image:type_name -> canopy.meta.v1.XNode
-	96,  // 48: canopy.meta.v1.XIntentRequest.image:type_name -> canopy.meta.v1.XNode
-	96,  // 49: canopy.meta.v1.XIntent.image:type_name -> canopy.meta.v1.XNode
-	105, // 50: canopy.meta.v1.XIntentListReply.intents:type_name -> canopy.meta.v1.XIntent
-	108, // 51: canopy.meta.v1.SnapshotReply.snapshot:type_name -> canopy.meta.v1.SnapshotInfo
-	108, // 52: canopy.meta.v1.SnapshotListReply.snapshots:type_name -> canopy.meta.v1.SnapshotInfo
-	112, // 53: canopy.meta.v1.SnapshotDiffReply.changes:type_name -> canopy.meta.v1.SnapshotChange
-	54,  // [54:54] is the sub-list for method output_type
-	54,  // [54:54] is the sub-list for method input_type
-	54,  // [54:54] is the sub-list for extension type_name
-	54,  // [54:54] is the sub-list for extension extendee
-	0,   // [0:54] is the sub-list for field type_name
+	8,   // 0: canopy.meta.v1.ErrorDetail.moved:type_name -> canopy.meta.v1.Moved
+	5,   // 1: canopy.meta.v1.Dirent.attr:type_name -> canopy.meta.v1.Attr
+	18,  // 2: canopy.meta.v1.ReaddirReply.entries:type_name -> canopy.meta.v1.Dirent
+	5,   // 3: canopy.meta.v1.AttrReply.attr:type_name -> canopy.meta.v1.Attr
+	5,   // 4: canopy.meta.v1.AttrReply.parent:type_name -> canopy.meta.v1.Attr
+	4,   // 5: canopy.meta.v1.LogRecord.session_end:type_name -> canopy.meta.v1.SessionEnd
+	28,  // 6: canopy.meta.v1.LogRecord.settings:type_name -> canopy.meta.v1.Settings
+	30,  // 7: canopy.meta.v1.SliceWrite.slice:type_name -> canopy.meta.v1.Slice
+	33,  // 8: canopy.meta.v1.CommitRequest.writes:type_name -> canopy.meta.v1.SliceWrite
+	14,  // 9: canopy.meta.v1.CommitRequest.attrs:type_name -> canopy.meta.v1.SetattrRequest
+	30,  // 10: canopy.meta.v1.ChunkView.slices:type_name -> canopy.meta.v1.Slice
+	5,   // 11: canopy.meta.v1.ReadChunksReply.attr:type_name -> canopy.meta.v1.Attr
+	37,  // 12: canopy.meta.v1.ReadChunksReply.chunks:type_name -> canopy.meta.v1.ChunkView
+	39,  // 13: canopy.meta.v1.ReadChunksReply.inline:type_name -> canopy.meta.v1.InlineSlice
+	39,  // 14: canopy.meta.v1.ListInlineReply.slices:type_name -> canopy.meta.v1.InlineSlice
+	30,  // 15: canopy.meta.v1.CompactRequest.slice:type_name -> canopy.meta.v1.Slice
+	43,  // 16: canopy.meta.v1.ListSlicesReply.slices:type_name -> canopy.meta.v1.SliceRef
+	50,  // 17: canopy.meta.v1.TablesReply.mounts:type_name -> canopy.meta.v1.MountEntry
+	51,  // 18: canopy.meta.v1.TablesReply.routes:type_name -> canopy.meta.v1.Route
+	50,  // 19: canopy.meta.v1.TablesUpdate.set_mounts:type_name -> canopy.meta.v1.MountEntry
+	51,  // 20: canopy.meta.v1.TablesUpdate.set_routes:type_name -> canopy.meta.v1.Route
+	60,  // 21: canopy.meta.v1.StatusReply.clients:type_name -> canopy.meta.v1.ClientStatus
+	59,  // 22: canopy.meta.v1.StatusReply.collector:type_name -> canopy.meta.v1.RunRecord
+	59,  // 23: canopy.meta.v1.StatusReply.fsck:type_name -> canopy.meta.v1.RunRecord
+	62,  // 24: canopy.meta.v1.Credential.uids:type_name -> canopy.meta.v1.IDRange
+	62,  // 25: canopy.meta.v1.Credential.gids:type_name -> canopy.meta.v1.IDRange
+	63,  // 26: canopy.meta.v1.AuthTableReply.credentials:type_name -> canopy.meta.v1.Credential
+	63,  // 27: canopy.meta.v1.AuthSyncRequest.credentials:type_name -> canopy.meta.v1.Credential
+	63,  // 28: canopy.meta.v1.AuthAddRequest.credential:type_name -> canopy.meta.v1.Credential
+	63,  // 29: canopy.meta.v1.CredentialReply.credential:type_name -> canopy.meta.v1.Credential
+	63,  // 30: canopy.meta.v1.AuthListReply.credentials:type_name -> canopy.meta.v1.Credential
+	76,  // 31: canopy.meta.v1.GroupReply.members:type_name -> canopy.meta.v1.GroupMember
+	78,  // 32: canopy.meta.v1.QuotaReply.quota:type_name -> canopy.meta.v1.Quota
+	78,  // 33: canopy.meta.v1.QuotaListReply.quotas:type_name -> canopy.meta.v1.Quota
+	78,  // 34: canopy.meta.v1.QuotaMismatch.quota:type_name -> canopy.meta.v1.Quota
+	81,  // 35: canopy.meta.v1.QuotaCheckReply.mismatches:type_name -> canopy.meta.v1.QuotaMismatch
+	86,  // 36: canopy.meta.v1.OwnerQuotaReply.quota:type_name -> canopy.meta.v1.OwnerQuota
+	86,  // 37: canopy.meta.v1.OwnerQuotaListReply.quotas:type_name -> canopy.meta.v1.OwnerQuota
+	86,  // 38: canopy.meta.v1.OwnerQuotaMismatch.quota:type_name -> canopy.meta.v1.OwnerQuota
+	89,  // 39: canopy.meta.v1.OwnerQuotaCheckReply.mismatches:type_name -> canopy.meta.v1.OwnerQuotaMismatch
+	5,   // 40: canopy.meta.v1.TrashEntry.attr:type_name -> canopy.meta.v1.Attr
+	91,  // 41: canopy.meta.v1.TrashListReply.entries:type_name -> canopy.meta.v1.TrashEntry
+	99,  // 42: canopy.meta.v1.XNode.xattrs:type_name -> canopy.meta.v1.XXattr
+	100, // 43: canopy.meta.v1.XNode.chunks:type_name -> canopy.meta.v1.XChunk
+	39,  // 44: canopy.meta.v1.XNode.inline:type_name -> canopy.meta.v1.InlineSlice
+	98,  // 45: canopy.meta.v1.XNode.entries:type_name -> canopy.meta.v1.XEntry
+	97,  // 46: canopy.meta.v1.XEntry.node:type_name -> canopy.meta.v1.XNode
+	101, // 47: canopy.meta.v1.XChunk.slices:type_name -> canopy.meta.v1.XSlice
+	97,  // 48: canopy.meta.v1.XPrepareReply.image:type_name -> canopy.meta.v1.XNode
+	97,  // 49: canopy.meta.v1.XIntentRequest.image:type_name -> canopy.meta.v1.XNode
+	97,  // 50: canopy.meta.v1.XIntent.image:type_name -> canopy.meta.v1.XNode
+	106, // 51: canopy.meta.v1.XIntentListReply.intents:type_name -> canopy.meta.v1.XIntent
+	109, // 52: canopy.meta.v1.SnapshotReply.snapshot:type_name -> canopy.meta.v1.SnapshotInfo
+	109, // 53: canopy.meta.v1.SnapshotListReply.snapshots:type_name -> canopy.meta.v1.SnapshotInfo
+	113, // 54: canopy.meta.v1.SnapshotDiffReply.changes:type_name -> canopy.meta.v1.SnapshotChange
+	55,  // [55:55] is the sub-list for method output_type
+	55,  // [55:55] is the sub-list for method input_type
+	55,  // [55:55] is the sub-list for extension type_name
+	55,  // [55:55] is the sub-list for extension extendee
+	0,   // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_meta_proto_init() }
@@ -9533,7 +9626,7 @@ func file_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meta_proto_rawDesc), len(file_meta_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   110,
+			NumMessages:   111,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

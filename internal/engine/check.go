@@ -83,6 +83,9 @@ func (e *Engine) check(store func() error) error {
 	if err := e.checkIntents(); err != nil {
 		return err
 	}
+	if err := e.checkForwards(); err != nil {
+		return err
+	}
 	var used uint64
 	for slot := uint32(1); slot < e.st.nodes.next; slot++ {
 		n := e.peekAt(slot)

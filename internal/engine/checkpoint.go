@@ -73,6 +73,7 @@ func (e *Engine) WriteCheckpoint(w io.Writer) error {
 	enc.ownerQuotas(e.oq.list)
 	enc.inline(e.inl.data, e.inl.sent)
 	enc.intents(e.xr.list)
+	enc.forwards(&e.fwd)
 	enc.flush()
 	if enc.err != nil {
 		return fmt.Errorf("write checkpoint: %w", enc.err)
@@ -137,7 +138,7 @@ func load(r io.Reader, parallel bool) (*Engine, error) {
 		dec.readQuotas(e)
 		dec.readOwnerQuotas(e)
 		dec.readInline(e)
-		dec.readIntents(e)
+		dec.readSections(e)
 	}
 	if dec.err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadCheckpoint, dec.err)

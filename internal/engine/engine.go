@@ -28,6 +28,8 @@ type Engine struct {
 
 	xr xrenameState // renames across partitions in progress; see xrename.go
 
+	fwd forwardState // numbers of nodes that moved in or out; see forward.go
+
 	inl inlineState // the bytes of inline slices; see inline.go
 
 	// The data path (see chunks.go, slices.go, garbage.go, open.go).

@@ -62,6 +62,7 @@ func (e *Engine) Freeze() *Frozen {
 		nextSlice: e.nextSlice, pending: e.pending,
 		garbage: e.garbage, garbageSorted: e.garbageSorted,
 		inl: inlineState{data: e.inl.data, bytes: e.inl.bytes, sent: e.inl.sent},
+		fwd: forwardState{m: e.fwd.m, order: e.fwd.order, seq: e.fwd.seq},
 	}
 	v.st.nodes = e.st.nodes.frozen()
 	v.st.extras = e.st.extras.frozen()

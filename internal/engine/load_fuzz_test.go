@@ -71,6 +71,9 @@ func FuzzLoad(f *testing.F) {
 	f.Add(intentsSeed(f))
 	f.Add(ownerQuotasSeed(f))
 	f.Add(inlineSeed(f))
+	for _, s := range forwardsSeed(f) {
+		f.Add(s)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		e, err := loadBoth(t, data) // parallel and serial agree
 		if err != nil {

@@ -533,7 +533,7 @@ func (e *Engine) XCommitSource(id XID, in *XNode, busy []Ino, now int64) (*XNode
 	if src.isDir() {
 		od.Nlink--
 	}
-	e.departTree(src)
+	e.departTree(src, it.Peer)
 	done := *it
 	done.State, done.Image = XCommitted, image
 	e.setIntent(id, &done)
@@ -578,7 +578,7 @@ func (e *Engine) XCommitTarget(id XID, image *XNode, now int64) error {
 			if dst.isDir() {
 				nd.Nlink--
 			}
-			e.departTree(dst)
+			e.departTree(dst, it.Peer)
 		case dst.isDir(): // empty: pinned since the prepare
 			nd.Nlink--
 			e.dropLink(dst, now)

@@ -3,7 +3,6 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"io"
 )
 
 // The intents of renames across partitions travel in the checkpoint as an
@@ -82,16 +81,9 @@ func (enc *encoder) image(img *XNode) {
 }
 
 // readIntents reads the intents section, if the checkpoint has one.
+// readIntents reads the intents section; its magic has been read
+// (readSections).
 func (d *decoder) readIntents(e *Engine) {
-	if d.err != nil {
-		return
-	}
-	if _, err := d.r.Peek(1); errors.Is(err, io.EOF) {
-		return
-	}
-	if magic := d.bytes(len(xintentsMagic)); d.err == nil && string(magic) != xintentsMagic {
-		d.err = fmt.Errorf("intents section: magic %q", magic)
-	}
 	n := d.uint()
 	if d.err == nil && (n == 0 || n > maxIntents) {
 		d.err = fmt.Errorf("%d intents", n)

@@ -168,9 +168,11 @@ func (e *Engine) treeImageOf(n *node) *XNode {
 }
 
 // departTree frees n and, for a directory, its subtree, children first,
-// without dropping slices: another partition holds them now. The caller
-// removed n's entry.
-func (e *Engine) departTree(n *node) {
+// without dropping slices: partition to holds them now, and each freed
+// number keeps a tombstone naming it (forward.go). The caller removed
+// n's entry.
+func (e *Engine) departTree(n *node, to uint16) {
+	e.tombstone(n.Ino, to)
 	if !n.isDir() {
 		e.depart(n)
 		return
@@ -181,7 +183,7 @@ func (e *Engine) departTree(n *node) {
 		return true
 	})
 	for _, slot := range below {
-		e.departTree(e.at(slot))
+		e.departTree(e.at(slot), to)
 	}
 	if e.quota.dirs != nil || e.ownerQuotasOn() {
 		e.quotaGone(n)
@@ -192,12 +194,17 @@ func (e *Engine) departTree(n *node) {
 }
 
 // arriveTree makes the nodes of image img in directory d, which the
-// caller links once, and returns the top's slot.
+// caller links once, and returns the top's slot. Each node's number at
+// the source, if the image has it, becomes an alias of its new one
+// (forward.go).
 func (e *Engine) arriveTree(d *node, img *XNode, now int64) uint32 {
 	if !img.isDir() {
-		return e.arrive(d, img, now)
+		slot := e.arrive(d, img, now)
+		e.alias(img.Attr.Ino, e.peekAt(slot).Ino)
+		return slot
 	}
 	slot, n := e.st.add(e.alloc())
+	e.alias(img.Attr.Ino, n.Ino)
 	a := &img.Attr
 	n.Mode, n.Nlink, n.Size = a.Mode, 2, dirSize
 	e.setOwner(n, a.UID, a.GID)

@@ -57,7 +57,7 @@ func treeListing(t *testing.T, e *Engine, ino Ino) []string {
 
 // moveTree makes /top in src: two levels of directories, files with
 // slices, a symlink, xattrs and a fifo.
-func moveTree(t *testing.T, src *Engine) Ino {
+func moveTree(t testing.TB, src *Engine) Ino {
 	t.Helper()
 	top, err := src.Mkdir(credRoot, src.Root(), "top", 0o777, 2)
 	if err != nil {
@@ -309,7 +309,7 @@ func TestDirectoryThatCannotMove(t *testing.T) {
 	}
 }
 
-func mustLookupIn(t *testing.T, e *Engine, dir Ino, name string) Ino {
+func mustLookupIn(t testing.TB, e *Engine, dir Ino, name string) Ino {
 	t.Helper()
 	a, err := e.Lookup(credRoot, dir, name)
 	if err != nil {

@@ -113,3 +113,65 @@ func TestRenameAcrossPartitionsThroughMount(t *testing.T) {
 		t.Fatalf("mv left the source: %v", err)
 	}
 }
+
+// TestWorkingDirectoryFollowsAMove: a shell whose working directory is a
+// directory that another client then renames to another partition keeps
+// working in it, as on a local file system: it lists it, creates a file
+// in it and reads a file below it, and what it made is in the directory
+// at its new name. The kernel still names the directory by its old node
+// id; the partition it left forwards calls for that number to the
+// partition it went to (engine/forward.go).
+func TestWorkingDirectoryFollowsAMove(t *testing.T) {
+	f := mountPartitions(t)
+	ctx := context.Background()
+	work := filepath.Join(f.mnt, "p1", "work")
+	if err := os.MkdirAll(filepath.Join(work, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "sub", "x"), []byte("below\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.MkdirAll(ctx, "/p2/to", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sh := exec.Command("sh", "-c", "read go; ls; echo made > made; cat sub/x")
+	sh.Dir = work
+	stdin, err := sh.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	sh.Stdout, sh.Stderr = &out, &out
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer sh.Process.Kill()
+	// Another client moves the shell's working directory.
+	if err := f.c.Rename(ctx, "/p1/work", "/p2/to/work"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stdin.Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	stdin.Close()
+	done := make(chan error, 1)
+	go func() { done <- sh.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the shell in the moved directory: %v: %s", err, out.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the shell in the moved directory did not finish: %s", out.String())
+	}
+	if got := out.String(); got != "sub\nbelow\n" {
+		t.Fatalf("the shell printed %q", got)
+	}
+	got, err := f.c.ReadFile(ctx, "/p2/to/work/made")
+	if err != nil || string(got) != "made\n" {
+		t.Fatalf("the file the shell made, at the directory's new name: %q, %v", got, err)
+	}
+	if got, err := os.ReadFile(filepath.Join(f.mnt, "p2", "to", "work", "made")); err != nil || string(got) != "made\n" {
+		t.Fatalf("through the mount at the new name: %q, %v", got, err)
+	}
+}

@@ -104,6 +104,8 @@ type reqCall struct {
 	// offReader: served again by a goroutine other than its connection's
 	// reader, which may not use the reader's batch.
 	offReader bool
+	hops      int    // times it was sent on to where a node moved (moved.go)
+	moved     []byte // the bytes of its last hop; nil before the first
 }
 
 // reply answers the call and ends its time in the router.
@@ -476,6 +478,19 @@ func (p *pending) finish(status uint32, reply []byte, err error, b *rpc.Batch) {
 			*p = pending{done: p.done}
 			pendingPool.Put(p)
 			r.moveAndRetry(rc, vp, ref)
+			return
+		}
+	} else if status == uint32(syscall.ESTALE) && followable(&p.rc) {
+		if mv := movedOf(reply); mv != nil {
+			// A node the call names by inode left that partition: send
+			// the call on to where it went.
+			if p.sess != nil {
+				p.sess.inflight.Add(-1)
+			}
+			rc := p.rc
+			*p = pending{done: p.done}
+			pendingPool.Put(p)
+			r.followMoved(rc, mv)
 			return
 		}
 	} else if status == rpc.StatusNotLeader {

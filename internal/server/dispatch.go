@@ -65,9 +65,13 @@ func statusOf(err error) uint32 {
 // A failure's reply is an ErrorDetail when the error says more than its
 // errno, nil otherwise.
 func apply(e *engine.Engine, c engine.Cred, m pb.Method, req proto.Message, now int64) (uint32, proto.Message) {
+	moved := forwardInos(e, req)
 	reply, err := dispatch(e, c, m, req, now)
 	if err != nil {
 		status := statusOf(err)
+		if moved != nil && (status == uint32(syscall.ENOENT) || status == uint32(syscall.ESTALE)) {
+			return movedReply(moved)
+		}
 		return status, withRefusal(e, status, errorDetail(err))
 	}
 	if classOf(m) == classMutation {

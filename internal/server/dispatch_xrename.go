@@ -163,7 +163,7 @@ func imageToPB(e *engine.Engine, img *engine.XNode) *pb.XNode {
 	}
 	a := &img.Attr
 	x := &pb.XNode{Mode: a.Mode, Uid: a.UID, Gid: a.GID, Size: a.Size, AtimeNs: a.Atime, MtimeNs: a.Mtime,
-		CtimeNs: a.Ctime, Rdev: a.Rdev, Target: img.Target}
+		CtimeNs: a.Ctime, Rdev: a.Rdev, Target: img.Target, Ino: uint64(a.Ino)}
 	for _, xa := range img.Xattrs {
 		x.Xattrs = append(x.Xattrs, &pb.XXattr{Name: xa.Name, Value: xa.Value})
 	}
@@ -189,7 +189,7 @@ func imageFromPB(x *pb.XNode) *engine.XNode {
 	if x == nil {
 		return nil
 	}
-	img := &engine.XNode{Attr: engine.Attr{Mode: x.Mode, UID: x.Uid, GID: x.Gid, Size: x.Size,
+	img := &engine.XNode{Attr: engine.Attr{Ino: engine.Ino(x.Ino), Mode: x.Mode, UID: x.Uid, GID: x.Gid, Size: x.Size,
 		Atime: x.AtimeNs, Mtime: x.MtimeNs, Ctime: x.CtimeNs, Rdev: x.Rdev}, Target: x.Target}
 	for _, xa := range x.Xattrs {
 		img.Xattrs = append(img.Xattrs, engine.XXattr{Name: xa.Name, Value: xa.Value})

@@ -336,9 +336,18 @@ func Restore(cfg Config, ns io.Reader, size uint64) error {
 			pr.CloseWithError(err)
 			decoded <- err
 		}()
-		n, err := io.CopyBuffer(io.MultiWriter(w, pw), io.LimitReader(ns, int64(size)), make([]byte, 1<<20))
+		body := &readErr{r: io.LimitReader(ns, int64(size))}
+		n, err := io.CopyBuffer(io.MultiWriter(w, pw), body, make([]byte, 1<<20))
 		pw.CloseWithError(err)
 		if derr := <-decoded; derr != nil {
+			// A damaged dump may fail to decode before ns, at its end,
+			// finds the damage (a dump's checksum): read on, so that the
+			// error names the damage rather than what the decoder made
+			// of it.
+			io.Copy(io.Discard, body)
+			if body.err != nil {
+				return fmt.Errorf("namespace: %w", body.err)
+			}
 			return fmt.Errorf("namespace: %w", derr)
 		}
 		if err != nil {
@@ -359,4 +368,19 @@ func Restore(cfg Config, ns io.Reader, size uint64) error {
 	}
 	cfg.Logger.Info("restored", "dir", dir, "partition", cfg.Partition, "nodes", nodes)
 	return l.Close()
+}
+
+// readErr is a reader that remembers the first error other than io.EOF
+// that its reader returned.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (r *readErr) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF && r.err == nil {
+		r.err = err
+	}
+	return n, err
 }

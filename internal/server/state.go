@@ -254,6 +254,11 @@ type sessions map[rpc.ClientID]map[engine.Ino]uint32
 func (sm *stateMachine) applySession(client rpc.ClientID, cred engine.Cred, m pb.Method, req proto.Message,
 	now int64) (uint32, proto.Message) {
 	if m == pb.Method_CLOSE {
+		// A file opened by a number it had before a move: the open
+		// counts under its number here, or the file is elsewhere.
+		if moved := forwardInos(sm.eng, req); moved != nil {
+			return movedReply(moved)
+		}
 		ino := engine.Ino(req.(*pb.NodeRequest).Ino)
 		if sm.sessions[client][ino] == 0 {
 			return uint32(syscall.EBADF), nil
