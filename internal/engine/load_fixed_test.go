@@ -75,3 +75,59 @@ func TestReadFixedMatchesFieldByField(t *testing.T) {
 		}
 	}
 }
+
+// TestReadEntryMatchesFieldByField reads directories' entries (names of
+// random lengths, some of them 0 or over MaxNameLen, child numbers up to
+// 64 bits, cut short at random) through a reader that holds whole
+// entries and through one so small that most take the field-by-field
+// path: the same names, children and errors.
+func TestReadEntryMatchesFieldByField(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	type parsed struct {
+		names []byte
+		kids  []Ino
+		err   string
+	}
+	read := func(b []byte, size int) parsed {
+		d := &decoder{r: bufio.NewReaderSize(bytes.NewReader(b), size)}
+		var p parsed
+		d.readEntries(func(r *entRec) bool {
+			p.names = append(p.names, r.names...)
+			p.kids = append(p.kids, r.kids...)
+			return true
+		})
+		if d.err != nil {
+			p.err = d.err.Error()
+		}
+		return p
+	}
+	for i := range 3000 {
+		n := 1 + rng.IntN(40)
+		b := binary.AppendUvarint(nil, 77)     // the directory
+		b = binary.AppendUvarint(b, uint64(n)) // its entries
+		for range n {
+			k := 1 + rng.IntN(MaxNameLen)
+			if rng.IntN(200) == 0 {
+				k = []int{0, MaxNameLen + 1, 1 << 20}[rng.IntN(3)]
+			}
+			b = binary.AppendUvarint(b, uint64(k))
+			for range min(k, MaxNameLen+1) {
+				b = append(b, byte('a'+rng.IntN(26)))
+			}
+			b = binary.AppendUvarint(b, rng.Uint64()>>rng.IntN(64))
+		}
+		if rng.IntN(4) == 0 {
+			b = b[:rng.IntN(len(b))]
+		}
+		fast, slow := read(b, 4096), read(b, 16)
+		if fast.err != slow.err || !bytes.Equal(fast.names, slow.names) || len(fast.kids) != len(slow.kids) {
+			t.Fatalf("case %d: %q / %q, %d / %d names bytes, %d / %d children", i, fast.err, slow.err,
+				len(fast.names), len(slow.names), len(fast.kids), len(slow.kids))
+		}
+		for j := range fast.kids {
+			if fast.kids[j] != slow.kids[j] {
+				t.Fatalf("case %d: child %d is %d / %d", i, j, fast.kids[j], slow.kids[j])
+			}
+		}
+	}
+}

@@ -226,26 +226,9 @@ func (d *decoder) readEntries(put func(*entRec) bool) {
 	r := &entRec{dir: ino, count: nc, first: true}
 	r.size(nc, d.nameGuess)
 	for i := uint64(0); i < nc && d.err == nil; i++ {
-		k := d.uint()
-		if d.err == nil && (k == 0 || k > MaxNameLen) {
-			d.err = fmt.Errorf("dir %d: entry name of %d bytes", ino, k)
-		}
-		if d.err != nil {
+		if !d.readEntry(r) && !d.readEntrySlow(ino, r) {
 			break
 		}
-		r.names = append(r.names, byte(k))
-		r.names = append(r.names, make([]byte, k)...)
-		if _, err := io.ReadFull(d.r, r.names[len(r.names)-int(k):]); err != nil {
-			d.err = noEOF(err)
-			r.names = r.names[:len(r.names)-int(k)-1]
-			break
-		}
-		child := Ino(d.uint())
-		if d.err != nil {
-			r.names = r.names[:len(r.names)-int(k)-1]
-			break
-		}
-		r.kids = append(r.kids, child)
 		if len(r.kids) == loadBatchEntries && i+1 < nc {
 			d.nameGuess = len(r.names) / len(r.kids)
 			if !put(r) {
@@ -260,6 +243,59 @@ func (d *decoder) readEntries(put func(*entRec) bool) {
 	}
 	r.last = d.err == nil
 	put(r)
+}
+
+// entryMax is the most bytes one entry of a directory's entries can take:
+// the name's length, the name, the child's inode number.
+const entryMax = binary.MaxVarintLen64 + MaxNameLen + binary.MaxVarintLen64
+
+// readEntry is the common case of reading one entry into r: the whole
+// entry is buffered, and is decoded in place and skipped at once. It
+// reports false, having read nothing, when it is not buffered whole or is
+// malformed, so that readEntrySlow reads it again and fails with its own
+// error.
+func (d *decoder) readEntry(r *entRec) bool {
+	b, _ := d.r.Peek(entryMax)
+	k, n := binary.Uvarint(b)
+	if n <= 0 || k == 0 || k > MaxNameLen || uint64(len(b)-n) <= k {
+		return false
+	}
+	name := b[n : n+int(k)]
+	child, m := binary.Uvarint(b[n+int(k):])
+	if m <= 0 {
+		return false
+	}
+	r.names = append(r.names, byte(k))
+	r.names = append(r.names, name...)
+	r.kids = append(r.kids, Ino(child))
+	d.r.Discard(n + int(k) + m)
+	return true
+}
+
+// readEntrySlow reads one entry of directory ino into r field by field;
+// it reports false, with d.err set, if the entry is malformed or cut.
+func (d *decoder) readEntrySlow(ino Ino, r *entRec) bool {
+	k := d.uint()
+	if d.err == nil && (k == 0 || k > MaxNameLen) {
+		d.err = fmt.Errorf("dir %d: entry name of %d bytes", ino, k)
+	}
+	if d.err != nil {
+		return false
+	}
+	r.names = append(r.names, byte(k))
+	r.names = append(r.names, make([]byte, k)...)
+	if _, err := io.ReadFull(d.r, r.names[len(r.names)-int(k):]); err != nil {
+		d.err = noEOF(err)
+		r.names = r.names[:len(r.names)-int(k)-1]
+		return false
+	}
+	child := Ino(d.uint())
+	if d.err != nil {
+		r.names = r.names[:len(r.names)-int(k)-1]
+		return false
+	}
+	r.kids = append(r.kids, child)
+	return true
 }
 
 // buildEntries links the parsed entries r into e.

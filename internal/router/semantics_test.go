@@ -124,22 +124,23 @@ func TestInodeCallsReachTheirPartition(t *testing.T) {
 	if err != nil || d.Mode().Perm() != 0o600 {
 		t.Fatalf("setattr by inode did not reach partition 1: %v, %v", d, err)
 	}
-	// Data-path calls are routed by their inode as well.
-	req, _ := proto.Marshal(&pb.NodeRequest{Ino: uint64(fi.Ino())})
+	// Data-path calls are routed by their inode as well: only partition 1
+	// has the file, and answers READ_CHUNKS for it. (Counting partition
+	// 0's calls did not tell: a CI run saw one reach it meanwhile.)
+	req, _ := proto.Marshal(&pb.ReadChunksRequest{Ino: uint64(fi.Ino()), Count: 1})
 	rc, err := rpc.Dial(f.r.Addr(), rpc.ClientConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rc.Close()
 	calls := func(vp string) float64 { return testutil.ToFloat64(f.r.metrics.partCalls.WithLabelValues(vp)) }
-	before0, before1 := calls("0"), calls("1")
-	status, _, err := rc.Call(ctx, uint16(pb.Method_CLOSE), rpc.Cred{}, req)
-	if status == uint32(syscall.ESTALE) {
+	before1 := calls("1")
+	status, _, err := rc.Call(ctx, uint16(pb.Method_READ_CHUNKS), rpc.Cred{}, req)
+	if status != 0 || err != nil {
 		t.Fatalf("data-path call by inode: status %d, %v", status, err)
 	}
-	if calls("1") != before1+1 || calls("0") != before0 {
-		t.Fatalf("data-path call by inode: partition 1 got %v calls, partition 0 %v; want 1 and 0",
-			calls("1")-before1, calls("0")-before0)
+	if calls("1") < before1+1 {
+		t.Fatalf("data-path call by inode: partition 1 got %v calls, want 1", calls("1")-before1)
 	}
 	// An inode of a partition nobody routes is stale.
 	if _, err := f.c.GetAttr(ctx, client.Ino(protocol.RootIno(77))); !errors.Is(err, syscall.ESTALE) {
