@@ -181,7 +181,7 @@ func (d *decoder) readSections(e *Engine) {
 	for _, sec := range []struct {
 		magic string
 		read  func(*Engine)
-	}{{xintentsMagic, d.readIntents}, {forwardsMagic, d.readForwards}} {
+	}{{xintentsMagic, d.readIntents}, {xintentsMagic01, d.readIntents01}, {forwardsMagic, d.readForwards}} {
 		b, err := d.r.Peek(len(sec.magic))
 		if errors.Is(err, io.EOF) && len(b) == 0 {
 			return

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"os"
 	"testing"
 )
 
@@ -147,4 +148,74 @@ func forwardsSeed(tb testing.TB) [][]byte {
 		out = append(out, buf.Bytes())
 	}
 	return out
+}
+
+// TestForwardsAfterSourceRestart: the image a committed source intent
+// keeps carries the moved nodes' numbers through a checkpoint and load of
+// the source, so a delivery after the source restarted still leaves the
+// target its aliases.
+func TestForwardsAfterSourceRestart(t *testing.T) {
+	src, dst := New(1, 1), New(2, 1)
+	top := moveTree(t, src)
+	xid := XID{8}
+	p, err := src.XPrepareSource(credRoot, xid, src.Root(), "top", 0, 2, nil, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dst.XPrepareTarget(credRoot, xid, dst.Root(), "moved", 0, 1, true, p.Size, nil, 8); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.XCommitSource(xid, nil, nil, 9); err != nil {
+		t.Fatal(err)
+	}
+	src = reloadEngine(t, src)
+	img, err := src.XCommitSource(xid, nil, nil, 10) // the image as the checkpoint kept it
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.XCommitTarget(xid, img, 11); err != nil {
+		t.Fatal(err)
+	}
+	if _, as, moved := dst.Forwarded(top); moved || as != mustLookup(t, dst, "moved") {
+		t.Fatalf("target after a delivery from a restarted source: %d resolves to %d, moved %v", top, as, moved)
+	}
+	if dst.Forwards() != 21 {
+		t.Fatalf("%d forwards at the target, want 21", dst.Forwards())
+	}
+}
+
+// TestIntentsOfVersionOne loads a checkpoint written before images
+// carried their inode numbers (CNPYXI01, testdata/intents-v1.ckpt, the
+// intents seed of that version): its intents and their images load, with
+// no numbers, and the checkpoint written again is of the current version.
+func TestIntentsOfVersionOne(t *testing.T) {
+	data, err := os.ReadFile("testdata/intents-v1.ckpt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := loadBoth(t, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	images := 0
+	for _, in := range e.Intents() {
+		if in.Image != nil {
+			images++
+			in.Image.walk(func(img *XNode) {
+				if img.Attr.Ino != 0 {
+					t.Fatalf("an image of version 1 with inode number %d", img.Attr.Ino)
+				}
+			})
+		}
+	}
+	if len(e.Intents()) < 2 || images == 0 {
+		t.Fatalf("%d intents, %d with images", len(e.Intents()), images)
+	}
+	var again bytes.Buffer
+	if err := e.WriteCheckpoint(&again); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(again.Bytes(), []byte(xintentsMagic)) || bytes.Contains(again.Bytes(), []byte(xintentsMagic01)) {
+		t.Fatal("the checkpoint written again is not of the current version")
+	}
 }

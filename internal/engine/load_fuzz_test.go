@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"os"
 	"testing"
 )
 
@@ -73,6 +74,9 @@ func FuzzLoad(f *testing.F) {
 	f.Add(inlineSeed(f))
 	for _, s := range forwardsSeed(f) {
 		f.Add(s)
+	}
+	if v1, err := os.ReadFile("testdata/intents-v1.ckpt"); err == nil {
+		f.Add(v1)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		e, err := loadBoth(t, data) // parallel and serial agree

@@ -11,11 +11,17 @@ import (
 // xintentsMagic, the number of intents, then each in id order: id (16
 // bytes), role, state, peer, parent, name, flags, ino, time, and 1 and the
 // image for a committed source intent (0 otherwise). An image is its
-// mode, uid, gid, size, rdev, three times, symlink target, xattrs (count,
+// inode number at the source (from version 2 on: the target keeps it as
+// an alias, forward.go), mode, uid, gid, size, rdev, three times, symlink
+// target, xattrs (count,
 // then name and value each) and chunks (count, then index, the number of
 // slices and each slice's id, size, off, len, pos); a directory's image
 // then has its entries (count, then each one's name and image).
-const xintentsMagic = "CNPYXI01"
+const xintentsMagic = "CNPYXI02"
+
+// xintentsMagic01 marks the section as written before images carried
+// their inode numbers; it is read still.
+const xintentsMagic01 = "CNPYXI01"
 
 // maxCkptImageChunks bounds the chunks of one image read from a checkpoint.
 const maxCkptImageChunks = 1 << 24
@@ -47,6 +53,7 @@ func (enc *encoder) intents(list []*Intent) {
 
 func (enc *encoder) image(img *XNode) {
 	a := &img.Attr
+	enc.uint(uint64(a.Ino))
 	for _, v := range []uint64{uint64(a.Mode), uint64(a.UID), uint64(a.GID), a.Size, uint64(a.Rdev)} {
 		enc.uint(v)
 	}
@@ -81,9 +88,16 @@ func (enc *encoder) image(img *XNode) {
 }
 
 // readIntents reads the intents section, if the checkpoint has one.
-// readIntents reads the intents section; its magic has been read
-// (readSections).
-func (d *decoder) readIntents(e *Engine) {
+// readIntents reads the intents section of the current version; its
+// magic has been read (readSections).
+func (d *decoder) readIntents(e *Engine) { d.readIntentsOf(e, true) }
+
+// readIntents01 reads an intents section of version 1.
+func (d *decoder) readIntents01(e *Engine) { d.readIntentsOf(e, false) }
+
+// readIntentsOf reads an intents section whose images carry their inode
+// numbers if withIno.
+func (d *decoder) readIntentsOf(e *Engine, withIno bool) {
 	n := d.uint()
 	if d.err == nil && (n == 0 || n > maxIntents) {
 		d.err = fmt.Errorf("%d intents", n)
@@ -107,7 +121,7 @@ func (d *decoder) readIntents(e *Engine) {
 		switch d.uint() {
 		case 0:
 		case 1:
-			in.Image = d.image()
+			in.Image = d.image(withIno)
 		default:
 			if d.err == nil {
 				d.err = errors.New("intent image flag")
@@ -122,8 +136,8 @@ func (d *decoder) readIntents(e *Engine) {
 }
 
 // image reads an image and checks it (checkImage).
-func (d *decoder) image() *XNode {
-	img := d.imageTree(0)
+func (d *decoder) image(withIno bool) *XNode {
+	img := d.imageTree(0, withIno)
 	if d.err == nil {
 		if err := checkImage(img); err != nil {
 			d.err = err
@@ -133,9 +147,12 @@ func (d *decoder) image() *XNode {
 }
 
 // imageTree reads an image depth directories below the top one.
-func (d *decoder) imageTree(depth int) *XNode {
+func (d *decoder) imageTree(depth int, withIno bool) *XNode {
 	img := &XNode{}
 	a := &img.Attr
+	if withIno {
+		a.Ino = Ino(d.uint())
+	}
 	a.Mode, a.UID, a.GID, a.Size, a.Rdev = d.uint32(), d.uint32(), d.uint32(), d.uint(), d.uint32()
 	a.Atime, a.Mtime, a.Ctime = d.int(), d.int(), d.int()
 	img.Target = d.str(MaxPathLen)
@@ -170,7 +187,7 @@ func (d *decoder) imageTree(depth int) *XNode {
 	}
 	for i := uint64(0); i < ne && d.err == nil; i++ {
 		name := d.str(MaxNameLen)
-		img.Entries = append(img.Entries, XEntry{Name: name, Node: d.imageTree(depth + 1)})
+		img.Entries = append(img.Entries, XEntry{Name: name, Node: d.imageTree(depth+1, withIno)})
 	}
 	return img
 }
