@@ -17,7 +17,7 @@ import (
 // moved on is followed hop by hop.
 
 // maxMovedHops bounds the partitions one call is sent on to.
-const maxMovedHops = 4
+const maxMovedHops = 8
 
 // movedOf returns the pb.Moved of an ESTALE reply, or nil.
 func movedOf(reply []byte) *pb.Moved {

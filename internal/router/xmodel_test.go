@@ -817,6 +817,11 @@ type xrun struct {
 	hist  []string // the last ops and their outcomes
 	stats map[string]int
 	nodes int // summed over the steps
+	// Every inode number each node had at a compare: a node that moved
+	// between partitions must still answer to its old ones, and one that
+	// is gone to none (engine/forward.go).
+	numbers map[*xnode][]client.Ino
+	moves   map[*xnode]int // renames between partitions of each node, itself or a directory above it
 }
 
 const xmodelHistory = 20
@@ -935,6 +940,7 @@ func (x *xrun) stepOnce(g *xgen) {
 		}
 		if o.kind == "rename" && xpartOf(o.a) != xpartOf(o.b) {
 			x.stats[x.m.crossKind(o)]++
+			x.countMoves(o)
 		}
 		if o.kind == "rename" && o.a != o.b && x.m.mustLstat(o.a) == x.m.mustLstat(o.b) {
 			x.stats["rename: two names of one node"]++
@@ -1136,6 +1142,66 @@ func (x *xrun) compare() {
 		}
 		byIno[ino] = p
 	})
+	x.checkOldNumbers(byNode)
+}
+
+// countMoves counts a rename between partitions for every node that moves
+// with it: the source's subtree, and for an exchange the target's.
+func (x *xrun) countMoves(o xop) {
+	if x.moves == nil {
+		x.moves = map[*xnode]int{}
+	}
+	var count func(n *xnode)
+	count = func(n *xnode) {
+		x.moves[n]++
+		for _, k := range n.kids {
+			count(k)
+		}
+	}
+	count(x.m.mustLstat(o.a))
+	if o.flags == client.RenameExchange {
+		count(x.m.mustLstat(o.b))
+	}
+}
+
+// checkOldNumbers checks, by getattr, that each node of the model answers
+// at every inode number it had before (forwarded to where it is, with
+// its number now), and that the old numbers of nodes no longer in the
+// model answer ENOENT or ESTALE; then it adds the numbers of now.
+func (x *xrun) checkOldNumbers(now map[*xnode]client.Ino) {
+	x.t.Helper()
+	if x.numbers == nil {
+		x.numbers = map[*xnode][]client.Ino{}
+	}
+	for n, inos := range x.numbers {
+		cur, live := now[n]
+		for _, old := range inos {
+			fi, err := x.c.GetAttr(x.ctx, old)
+			switch {
+			case !live && err == nil:
+				x.fatalf("compare: inode %d of a node that is gone answers as inode %d", old, fi.Ino())
+			case !live && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ESTALE):
+				x.fatalf("compare: inode %d of a node that is gone: %v", old, err)
+			case live && errors.Is(err, syscall.ESTALE) && x.moves[n] > maxMovedHops:
+				// Each move between partitions may add a hop to the
+				// chain of forwards: past the router's bound, ESTALE.
+				x.stats["old numbers past the hop bound"]++
+			case live && err != nil:
+				x.fatalf("compare: old inode %d of the node now inode %d (moved %d times): %v", old, cur, x.moves[n], err)
+			case live && fi.Ino() != cur:
+				x.fatalf("compare: old inode %d answers as inode %d, not %d", old, fi.Ino(), cur)
+			}
+		}
+		if !live {
+			delete(x.numbers, n)
+		}
+	}
+	for n, ino := range now {
+		if !n.mount && !slices.Contains(x.numbers[n], ino) {
+			x.numbers[n] = append(x.numbers[n], ino)
+			x.stats["numbers kept"]++
+		}
+	}
 }
 
 func (m *xmodel) mustLstat(p string) *xnode {
