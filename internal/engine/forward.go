@@ -50,6 +50,7 @@ type forward struct {
 
 // forwardState holds the forwards and their order of making.
 type forwardState struct {
+	hook  func(ino Ino, to uint16, as Ino, dropped bool) // SetForwardHook's; not state, not frozen
 	m     map[Ino]forward
 	order []forwardRef // oldest first; an entry whose seq differs from m's was replaced since
 	seq   uint64
@@ -77,6 +78,9 @@ func (e *Engine) setForward(ino Ino, f forward) {
 	fs.seq++
 	f.seq = fs.seq
 	fs.m[ino] = f
+	if fs.hook != nil {
+		fs.hook(ino, f.to, f.as, false)
+	}
 	fs.order = append(fs.order, forwardRef{ino: ino, seq: f.seq})
 	drop := 0
 	for len(fs.m) > MaxForwards || len(fs.order)-drop > 2*MaxForwards {
@@ -84,6 +88,9 @@ func (e *Engine) setForward(ino Ino, f forward) {
 		drop++
 		if cur, ok := fs.m[old.ino]; ok && cur.seq == old.seq {
 			delete(fs.m, old.ino)
+			if fs.hook != nil {
+				fs.hook(old.ino, 0, 0, true)
+			}
 		}
 	}
 	if drop > 0 {
@@ -101,6 +108,19 @@ func (e *Engine) tombstone(ino Ino, to uint16) { e.setForward(ino, forward{to: t
 func (e *Engine) alias(old, ino Ino) {
 	if old != 0 && old.Partition() != e.part {
 		e.setForward(old, forward{as: ino})
+	}
+}
+
+// SetForwardHook has fn called, on the owner goroutine, for each forward
+// made (a tombstone to partition to, or an alias of local node as) and
+// each dropped, from now on; EachForward gives those made before. It lets
+// a reader on other goroutines keep a copy (the server's lock calls).
+func (e *Engine) SetForwardHook(fn func(ino Ino, to uint16, as Ino, dropped bool)) { e.fwd.hook = fn }
+
+// EachForward calls fn for every forward the engine keeps.
+func (e *Engine) EachForward(fn func(ino Ino, to uint16, as Ino)) {
+	for ino, f := range e.fwd.m {
+		fn(ino, f.to, f.as)
 	}
 }
 

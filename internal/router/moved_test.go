@@ -5,6 +5,8 @@ import (
 	"errors"
 	"syscall"
 	"testing"
+
+	"github.com/canopyfs/canopy/client"
 )
 
 // TestMovedNodesKeepTheirNumbers: a directory renamed to another
@@ -105,4 +107,47 @@ func TestMovedNodesKeepTheirNumbers(t *testing.T) {
 		t.Fatalf("getattr of a removed node's old number: %v", err)
 	}
 	f.verify(t)
+}
+
+// TestMovedFileLocks: a file renamed to another partition is one file for
+// its locks too: a write lock taken by its old number (as a mount that
+// opened it before the move holds it) keeps a second client from locking
+// it by its new number, and is then released by the old number.
+func TestMovedFileLocks(t *testing.T) {
+	f := newXFixture(t, Config{})
+	ctx := testCtx(t)
+	c := f.c
+	for _, d := range []string{"/p1/d", "/p2/d"} {
+		if err := c.MkdirAll(ctx, d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.WriteFile(ctx, "/p1/d/f", []byte("locked"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old, err := c.Stat(ctx, "/p1/d/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Rename(ctx, "/p1/d/f", "/p2/d/f"); err != nil {
+		t.Fatal(err)
+	}
+	now, err := c.Stat(ctx, "/p2/d/f")
+	if err != nil || now.Ino() == old.Ino() {
+		t.Fatalf("after the move: %v, inode %d", err, now.Ino())
+	}
+	if err := c.SetLk(ctx, old.Ino(), 1, client.Lock{Type: client.WriteLock, End: client.LockEOF}); err != nil {
+		t.Fatalf("write lock by the old number: %v", err)
+	}
+	other := dial(t, f.r.Addr())
+	lk := client.Lock{Type: client.WriteLock, End: client.LockEOF}
+	if err := other.SetLk(ctx, now.Ino(), 2, lk); !errors.Is(err, syscall.EAGAIN) {
+		t.Fatalf("write lock by the new number while the old one holds it: %v, want EAGAIN", err)
+	}
+	if err := c.SetLk(ctx, old.Ino(), 1, client.Lock{Type: client.Unlock, End: client.LockEOF}); err != nil {
+		t.Fatalf("unlock by the old number: %v", err)
+	}
+	if err := other.SetLk(ctx, now.Ino(), 2, lk); err != nil {
+		t.Fatalf("write lock by the new number once released: %v", err)
+	}
 }

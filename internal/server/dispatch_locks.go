@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/canopyfs/canopy/api/metapb"
+	"github.com/canopyfs/canopy/internal/engine"
 	"github.com/canopyfs/canopy/internal/locks"
 	"github.com/canopyfs/canopy/internal/rpc"
 )
@@ -29,7 +30,7 @@ const DefaultLockTimeout = locks.DefaultTimeout
 // the logged namespace. A SETLKW
 // that has to wait is held in the lock table, with no goroutine of its
 // own, and answered when the lock is taken or the wait ends.
-func serveLock(t *locks.Table, c *rpc.Call, m pb.Method) {
+func serveLock(t *locks.Table, fwd *forwardsView, c *rpc.Call, m pb.Method) {
 	if m == pb.Method_HEARTBEAT {
 		var req pb.NodeRequest
 		if err := proto.Unmarshal(c.Payload, &req); err != nil {
@@ -52,6 +53,19 @@ func serveLock(t *locks.Table, c *rpc.Call, m pb.Method) {
 	if err != nil {
 		c.Reply(rpc.StatusMalformed, nil)
 		return
+	}
+	if m != pb.Method_LOCK_CANCEL {
+		// A node that moved here is locked under its number here; one
+		// that left is locked where it went (the router sends the call
+		// on), so that every number of a node names one lock.
+		to, as, gone := fwd.resolve(engine.Ino(r.Ino))
+		if gone {
+			status, detail := movedReply(&pb.Moved{Partition: uint32(to), Ino: uint64(as)})
+			data, _ := proto.Marshal(detail)
+			c.Reply(status, data)
+			return
+		}
+		r.Ino = uint64(as)
 	}
 	switch m {
 	case pb.Method_GETLK:

@@ -27,8 +27,9 @@ type intake struct {
 	failed  <-chan struct{} // closed when the log fails: calls are refused
 	stopped <-chan struct{} // closed when the server stops
 	locks   *locks.Table
-	leases  *leaseTable // when each client was last heard (leases.go)
-	storage string      // the object store VOLUME names
+	fwd     *forwardsView // the engine's forwards, for lock calls by moved nodes' old numbers
+	leases  *leaseTable   // when each client was last heard (leases.go)
+	storage string        // the object store VOLUME names
 	busy    *prometheus.CounterVec
 	log     *slog.Logger
 	access  *access // who may do what (access.go)
@@ -100,7 +101,7 @@ func (in *intake) serveCall(c *rpc.Call) {
 	}
 	if class == classLock {
 		in.epoch.check(in.locks)
-		serveLock(in.locks, c, m)
+		serveLock(in.locks, in.fwd, c, m)
 		return
 	}
 	req := protocol.NewRequest(m)

@@ -52,6 +52,7 @@ func recoverState(cfg *Config) (*recovered, error) {
 		}
 	} else {
 		sm.eng = engine.New(cfg.Partition, cfg.Clock())
+		sm.fwd.follow(sm.eng)
 		sm.eng.SetTrashDays(cfg.TrashDays) // in the checkpoint written next
 		if err := writeCheckpoint(fs, dir, &checkpointJob{lsn: 0, body: sm.mustEncodeState()}); err != nil {
 			return nil, fmt.Errorf("format %s: %w", dir, err)

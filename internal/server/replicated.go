@@ -249,6 +249,7 @@ func (rs *replicatedState) Restore(r io.Reader) error {
 	defer rs.mu.Unlock()
 	sm := rs.sm
 	sm.eng, sm.cache, sm.sessions, sm.lastNow = fresh.eng, fresh.cache, fresh.sessions, fresh.lastNow
+	sm.fwd.follow(sm.eng) // the view the intake holds, of the new engine
 	// The credentials too, into the store the intake reads.
 	sm.creds.cur.Store(fresh.creds.load())
 	sm.nextLSN = index + 1
@@ -321,6 +322,7 @@ func openReplicated(s *Server) error {
 	sm.ops.locks, sm.ops.dir, sm.ops.started = s.locks, cfg.Dir, time.Now()
 	// Calls are admitted against the credentials this replica's state
 	// holds, as in the single-replica mode.
+	s.intake.fwd = sm.fwd
 	s.intake.access = &access{creds: sm.creds, grants: sm.grants, clock: cfg.Clock, partition: cfg.Partition,
 		log: s.log, audit: s.audit, refusals: rpc.NewLogLimiter(refusalLines, 4*refusalLines)}
 	// Time 0, not the local clock, and the trash off, not this replica's
@@ -328,6 +330,7 @@ func openReplicated(s *Server) error {
 	// move the clock on, and the leader's first proposal of its term sets
 	// the trash (settle).
 	sm.eng = engine.New(cfg.Partition, 0)
+	sm.fwd.follow(sm.eng)
 	r := &replicated{
 		cfg: cfg, state: &replicatedState{sm: sm, partition: cfg.Partition, cfg: cfg, members: map[uint64]Peer{}},
 		local: peers, watch: s.watch, reads: s.reads, writes: s.writes, readerDone: make(chan struct{}),

@@ -244,7 +244,7 @@ func Open(cfg Config) (*Server, error) {
 	s.release = &releaser{enabled: cfg.ReleaseMemory, wake: make(chan struct{}, 1), stopped: s.stopped}
 	s.intake = &intake{
 		reads: s.reads, writes: s.writes, failed: s.failed, stopped: s.stopped,
-		locks: s.locks, leases: newLeaseTable(), storage: cfg.Storage, busy: s.metrics.busy, log: s.log, group: s.groupReply, dumps: dumps,
+		locks: s.locks, fwd: r.stateMachine.fwd, leases: newLeaseTable(), storage: cfg.Storage, busy: s.metrics.busy, log: s.log, group: s.groupReply, dumps: dumps,
 		access: &access{creds: r.stateMachine.creds, grants: r.stateMachine.grants, clock: cfg.Clock, partition: cfg.Partition,
 			log: s.log, audit: s.audit, refusals: rpc.NewLogLimiter(refusalLines, 4*refusalLines)},
 	}

@@ -37,10 +37,11 @@ const maxCachedReply = 1 << 20
 type stateMachine struct {
 	eng      *engine.Engine
 	cache    *retryCache
-	sessions sessions     // files open per client
-	creds    *credStore   // the credentials (access.go); the root partition's only
-	grants   *scopeGrants // nodes shown to path-scoped clients (scope.go): not state, shared with the intake
-	ttl      int64        // how long a retry-cache entry lives, in the records' time
+	sessions sessions      // files open per client
+	creds    *credStore    // the credentials (access.go); the root partition's only
+	grants   *scopeGrants  // nodes shown to path-scoped clients (scope.go): not state, shared with the intake
+	fwd      *forwardsView // the engine's forwards, for lock calls at the intake: not state, shared with it
+	ttl      int64         // how long a retry-cache entry lives, in the records' time
 	// unloggedDays is the trash days of a state whose checkpoint did not
 	// carry them (state version < 3), until a record sets them: the
 	// configured value, as versions before applied it (settings.go).
@@ -58,7 +59,7 @@ type stateMachine struct {
 }
 
 func newStateMachine(cacheSize int, ttl time.Duration, log *slog.Logger) *stateMachine {
-	return &stateMachine{cache: newRetryCache(cacheSize), sessions: make(sessions), creds: newCredStore(),
+	return &stateMachine{cache: newRetryCache(cacheSize), sessions: make(sessions), creds: newCredStore(), fwd: &forwardsView{},
 		grants: newScopeGrants(), ttl: int64(ttl), log: log}
 }
 
@@ -457,6 +458,7 @@ func (sm *stateMachine) decodeState(r io.Reader) error {
 	if sm.eng, err = engine.Load(io.LimitReader(br, int64(nsLen))); err != nil {
 		return err
 	}
+	sm.fwd.follow(sm.eng)
 	sm.eng.SetTrashDays(sm.unloggedDays)
 	count, err := binary.ReadUvarint(br)
 	if err != nil {
