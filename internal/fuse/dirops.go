@@ -1,6 +1,7 @@
 package fuse
 
 import (
+	"errors"
 	"syscall"
 	"time"
 
@@ -108,10 +109,34 @@ func (fs *FS) Rename(cancel <-chan struct{}, in *gofuse.RenameIn, oldName, newNa
 	}
 	ctx, c := fs.asWhole(&in.Caller)
 	err := c.RenameAt(ctx, client.Ino(in.NodeId), oldName, client.Ino(in.Newdir), newName, in.Flags)
+	for _, pause := range renameBusyPauses {
+		if !errors.Is(err, syscall.EBUSY) {
+			break
+		}
+		// A rename between partitions refuses a file that is open, and
+		// the kernel sends the release of a file closed just before
+		// after close(2) returned: give this mount's releases time to
+		// reach the service, and try again.
+		fs.awaitReleases(pause)
+		err = c.RenameAt(ctx, client.Ino(in.NodeId), oldName, client.Ino(in.Newdir), newName, in.Flags)
+	}
 	if err != nil {
 		return fs.fail(opRename, err)
 	}
 	return gofuse.OK
+}
+
+// renameBusyPauses are the waits before each new try of a rename the
+// service refused EBUSY.
+var renameBusyPauses = [...]time.Duration{5 * time.Millisecond, 20 * time.Millisecond, 100 * time.Millisecond}
+
+// awaitReleases waits d, then until no RELEASE is being served, at most a
+// second more.
+func (fs *FS) awaitReleases(d time.Duration) {
+	time.Sleep(d)
+	for deadline := time.Now().Add(time.Second); fs.releasing.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // Link adds entry name in directory in.NodeId for node in.Oldnodeid.

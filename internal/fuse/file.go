@@ -276,6 +276,8 @@ func (fs *FS) sync(op string, fh uint64, durable bool) gofuse.Status {
 // buffered writes are committed and the service may drop an unlinked
 // file's data.
 func (fs *FS) Release(cancel <-chan struct{}, in *gofuse.ReleaseIn) {
+	fs.releasing.Add(1)
+	defer fs.releasing.Add(-1)
 	start, st := time.Now(), gofuse.OK
 	defer fs.observe(opRelease, start, &st)
 	h, ok := fs.files.remove(in.Fh)

@@ -3,6 +3,7 @@ package fuse
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -65,6 +66,9 @@ type FS struct {
 	open   openFiles
 	locks  heldLocks
 	noCaps noCaps // files known to have no security.capability
+	// releasing counts the RELEASEs being served, which close files at
+	// the service (Rename waits for them on EBUSY).
+	releasing atomic.Int64
 	// dirAttrs keeps a directory's attributes from a create's reply
 	// for the GETATTR the kernel sends next.
 	dirAttrs dirAttrs

@@ -3,6 +3,7 @@ package fuse
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -173,5 +174,24 @@ func TestWorkingDirectoryFollowsAMove(t *testing.T) {
 	}
 	if got, err := os.ReadFile(filepath.Join(f.mnt, "p2", "to", "work", "made")); err != nil || string(got) != "made\n" {
 		t.Fatalf("through the mount at the new name: %q, %v", got, err)
+	}
+}
+
+// TestRenameJustClosedAcrossPartitions: a file written and closed, then
+// at once renamed to another partition, as `echo x > f && mv f ../other/`
+// does, moves every time. The kernel sends a closed file's release after
+// close(2) returned, and a rename between partitions refuses an open
+// file (EBUSY): the mount waits for its releases and tries again.
+func TestRenameJustClosedAcrossPartitions(t *testing.T) {
+	f := mountPartitions(t)
+	for i := range 200 {
+		from := filepath.Join(f.mnt, "p1", fmt.Sprintf("f%d", i))
+		to := filepath.Join(f.mnt, "p2", fmt.Sprintf("f%d", i))
+		if err := os.WriteFile(from, []byte("just closed"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(from, to); err != nil {
+			t.Fatalf("rename %d: %v", i, err)
+		}
 	}
 }
