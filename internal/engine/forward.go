@@ -37,7 +37,7 @@ import (
 // MaxForwards bounds the forwards an engine keeps (about 40 bytes each).
 const MaxForwards = 1 << 20
 
-// maxForwardHops bounds the forwards Resolve follows within one engine.
+// maxForwardHops bounds the forwards Forwarded follows within one engine.
 const maxForwardHops = 8
 
 // forward is where a number that is not one of this partition's nodes
