@@ -23,6 +23,7 @@ type PartitionStatus struct {
 	CheckpointLSN uint64        // log position of the last checkpoint taken
 	ResidentBytes uint64        // the server process's resident memory
 	Locks         uint64        // file locks held
+	Forwards      uint64        // inode numbers of moved nodes the partition forwards
 	TrashFiles    uint64        // nodes the trash holds
 	TrashBytes    uint64        // bytes of the regular files the trash holds
 	Collector     *RunInfo      // the collector's last recorded pass; nil if none
@@ -53,7 +54,7 @@ func (c *Client) Status(ctx context.Context, part uint16) (PartitionStatus, erro
 		Partition: uint16(r.Partition), Version: r.Version, Dir: r.Dir, Started: time.Unix(0, r.StartedNs),
 		Nodes: r.Nodes, UsedBytes: r.UsedBytes, OpenFiles: r.OpenFiles, GarbageSlices: r.GarbageSlices,
 		LSN: r.Lsn, CheckpointLSN: r.CheckpointLsn, ResidentBytes: r.ResidentBytes, Locks: r.Locks,
-		TrashFiles: r.TrashFiles, TrashBytes: r.TrashBytes,
+		TrashFiles: r.TrashFiles, TrashBytes: r.TrashBytes, Forwards: r.Forwards,
 		Collector: runInfo(r.Collector), Fsck: runInfo(r.Fsck),
 		Quotas: QuotaTotals{Quotas: r.Quotas, MaxFiles: r.QuotaMaxFiles, MaxBytes: r.QuotaMaxBytes,
 			Files: r.QuotaFiles, Bytes: r.QuotaBytes, AtLimit: r.QuotasAtLimit},

@@ -4327,6 +4327,9 @@ type StatusReply struct {
 	QuotaFiles    uint64 `protobuf:"varint,21,opt,name=quota_files,json=quotaFiles,proto3" json:"quota_files,omitempty"`            // sum of the nodes below them
 	QuotaBytes    uint64 `protobuf:"varint,22,opt,name=quota_bytes,json=quotaBytes,proto3" json:"quota_bytes,omitempty"`            // sum of the bytes below them
 	QuotasAtLimit uint64 `protobuf:"varint,23,opt,name=quotas_at_limit,json=quotasAtLimit,proto3" json:"quotas_at_limit,omitempty"` // quotas whose usage has reached a limit
+	// Inode numbers of nodes renamed in or out that the partition forwards
+	// (engine/forward.go; at most 1,048,576).
+	Forwards      uint64 `protobuf:"varint,24,opt,name=forwards,proto3" json:"forwards,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4518,6 +4521,13 @@ func (x *StatusReply) GetQuotaBytes() uint64 {
 func (x *StatusReply) GetQuotasAtLimit() uint64 {
 	if x != nil {
 		return x.QuotasAtLimit
+	}
+	return 0
+}
+
+func (x *StatusReply) GetForwards() uint64 {
+	if x != nil {
+		return x.Forwards
 	}
 	return 0
 }
@@ -8902,7 +8912,7 @@ const file_meta_proto_rawDesc = "" +
 	"\x05nodes\x18\b \x01(\x04R\x05nodes\x12\x1a\n" +
 	"\bencoding\x18\t \x01(\bR\bencoding\"!\n" +
 	"\rStatusRequest\x12\x10\n" +
-	"\x03ino\x18\x01 \x01(\x04R\x03ino\"\xa1\x06\n" +
+	"\x03ino\x18\x01 \x01(\x04R\x03ino\"\xbd\x06\n" +
 	"\vStatusReply\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x10\n" +
@@ -8934,7 +8944,8 @@ const file_meta_proto_rawDesc = "" +
 	"quotaFiles\x12\x1f\n" +
 	"\vquota_bytes\x18\x16 \x01(\x04R\n" +
 	"quotaBytes\x12&\n" +
-	"\x0fquotas_at_limit\x18\x17 \x01(\x04R\rquotasAtLimitJ\x04\b(\x10<\"\xfc\x02\n" +
+	"\x0fquotas_at_limit\x18\x17 \x01(\x04R\rquotasAtLimit\x12\x1a\n" +
+	"\bforwards\x18\x18 \x01(\x04R\bforwardsJ\x04\b(\x10<\"\xfc\x02\n" +
 	"\tRunRecord\x12\x19\n" +
 	"\bstart_ns\x18\x01 \x01(\x03R\astartNs\x12\x1f\n" +
 	"\vduration_ns\x18\x02 \x01(\x03R\n" +

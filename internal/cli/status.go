@@ -45,6 +45,7 @@ type partitionStatus struct {
 	TrashFiles    uint64      `json:"trash_files"`
 	TrashBytes    uint64      `json:"trash_bytes"`
 	Locks         uint64      `json:"locks"`
+	Forwards      uint64      `json:"forwards"` // inode numbers of moved nodes it forwards (docs/rebalance.md)
 	LSN           uint64      `json:"lsn"`
 	CheckpointLSN uint64      `json:"checkpoint_lsn"`
 	ResidentBytes uint64      `json:"resident_bytes"`
@@ -169,7 +170,7 @@ func collectStatus(ctx context.Context, c *client.Client, addr string) statusJSO
 		ps.Version, ps.Dir, ps.Started = s.Version, s.Dir, s.Started.UTC().Format(time.RFC3339)
 		ps.Nodes, ps.UsedBytes, ps.OpenFiles, ps.GarbageSlices, ps.Locks = s.Nodes, s.UsedBytes, s.OpenFiles, s.GarbageSlices, s.Locks
 		ps.LSN, ps.CheckpointLSN, ps.ResidentBytes = s.LSN, s.CheckpointLSN, s.ResidentBytes
-		ps.TrashFiles, ps.TrashBytes = s.TrashFiles, s.TrashBytes
+		ps.TrashFiles, ps.TrashBytes, ps.Forwards = s.TrashFiles, s.TrashBytes, s.Forwards
 		ps.Quotas.add(s.Quotas)
 		out.Quotas.add(s.Quotas)
 		ps.Collector, ps.Fsck = newCollectorRun(s.Collector), newFsckRun(s.Fsck)

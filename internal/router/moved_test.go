@@ -89,6 +89,13 @@ func TestMovedNodesKeepTheirNumbers(t *testing.T) {
 		}
 	}
 	check("/p2/d/work")
+	// Both partitions say how many numbers they forward: the directory,
+	// its subdirectory and its file each.
+	for _, vp := range []uint16{1, 2} {
+		if st, err := c.Status(ctx, vp); err != nil || st.Forwards < 3 {
+			t.Fatalf("status of partition %d: %d forwards, %v; want 3 or more", vp, st.Forwards, err)
+		}
+	}
 
 	// On to the root partition: the old numbers follow two hops.
 	if err := c.MkdirAll(ctx, "/top", 0o755); err != nil {

@@ -74,7 +74,7 @@ func (sm *stateMachine) status() (uint32, proto.Message) {
 	r := &pb.StatusReply{
 		Partition: uint32(sm.eng.Partition()), Version: Version(), Dir: sm.ops.dir,
 		StartedNs: sm.ops.started.UnixNano(), Nodes: uint64(sm.eng.Len()), UsedBytes: sm.eng.Statfs().UsedBytes,
-		OpenFiles: uint64(sm.eng.OpenFiles()), GarbageSlices: uint64(sm.eng.GarbageLen()),
+		OpenFiles: uint64(sm.eng.OpenFiles()), GarbageSlices: uint64(sm.eng.GarbageLen()), Forwards: uint64(sm.eng.Forwards()),
 		Lsn: lsn, CheckpointLsn: lsn - min(uint64(sm.sinceCkpt), lsn), ResidentBytes: residentBytes(),
 	}
 	r.TrashFiles, r.TrashBytes = sm.eng.TrashUsage()
