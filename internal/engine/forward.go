@@ -37,8 +37,9 @@ import (
 // MaxForwards bounds the forwards an engine keeps (about 40 bytes each).
 const MaxForwards = 1 << 20
 
-// maxForwardHops bounds the forwards Forwarded follows within one engine.
-const maxForwardHops = 8
+// MaxForwardHops bounds the forwards followed within one partition
+// (Forwarded, and the server's copy of them for lock calls).
+const MaxForwardHops = 8
 
 // forward is where a number that is not one of this partition's nodes
 // went: to another partition (as is 0), or to local node as.
@@ -134,7 +135,7 @@ func (e *Engine) Forwards() int { return len(e.fwd.m) }
 // A number it knows nothing of comes back unchanged, moved false.
 func (e *Engine) Forwarded(ino Ino) (to uint16, as Ino, moved bool) {
 	as = ino
-	for range maxForwardHops {
+	for range MaxForwardHops {
 		f, ok := e.fwd.m[as] // never a node's own number (checkForwards)
 		switch {
 		case !ok:

@@ -177,21 +177,34 @@ func TestWorkingDirectoryFollowsAMove(t *testing.T) {
 	}
 }
 
-// TestRenameJustClosedAcrossPartitions: a file written and closed, then
-// at once renamed to another partition, as `echo x > f && mv f ../other/`
-// does, moves every time. The kernel sends a closed file's release after
-// close(2) returned, and a rename between partitions refuses an open
-// file (EBUSY): the mount waits for its releases and tries again.
+// TestRenameJustClosedAcrossPartitions: a rename between partitions of a
+// file whose last descriptor closes while the rename is on its way, as
+// after `echo x > f && mv f ../other/` (the kernel sends a closed file's
+// release after close(2) returns), moves it: the service refuses an open
+// file (EBUSY), and the mount waits for its releases and tries again.
+// Here the descriptor is closed 10 ms after the rename starts, so the
+// first try finds the file open.
 func TestRenameJustClosedAcrossPartitions(t *testing.T) {
 	f := mountPartitions(t)
-	for i := range 200 {
+	for i := range 5 {
 		from := filepath.Join(f.mnt, "p1", fmt.Sprintf("f%d", i))
 		to := filepath.Join(f.mnt, "p2", fmt.Sprintf("f%d", i))
-		if err := os.WriteFile(from, []byte("just closed"), 0o644); err != nil {
+		if err := os.WriteFile(from, []byte("closing"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Rename(from, to); err != nil {
+		fd, err := os.Open(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- os.Rename(from, to) }()
+		time.Sleep(10 * time.Millisecond)
+		fd.Close()
+		if err := <-done; err != nil {
 			t.Fatalf("rename %d: %v", i, err)
+		}
+		if got, err := os.ReadFile(to); err != nil || string(got) != "closing" {
+			t.Fatalf("moved file %d: %q, %v", i, got, err)
 		}
 	}
 }

@@ -38,13 +38,14 @@ func (v *forwardsView) follow(e *engine.Engine) {
 	})
 }
 
-// resolve is engine.Forwarded on the view.
+// resolve is engine.Forwarded on the view (the same walk over a
+// concurrent copy).
 func (v *forwardsView) resolve(ino engine.Ino) (to uint16, as engine.Ino, gone bool) {
 	as = ino
 	if v == nil {
 		return 0, as, false
 	}
-	for range 8 {
+	for range engine.MaxForwardHops {
 		f, ok := v.m.Load(as)
 		if !ok {
 			return 0, as, false
