@@ -52,6 +52,11 @@ type MemoryConfig struct {
 
 	Seed     uint64    // picks the sampled entries; 0 = random
 	Progress io.Writer // progress lines; nil = none
+
+	// Save, if set, is given the engine once the build is measured and
+	// before the idle sweep, to keep it (as a partition directory a
+	// server restarts from, say). Its time is not counted anywhere.
+	Save func(*engine.Engine) error
 }
 
 // MemoryResult is the outcome of the memory benchmark.
@@ -152,6 +157,13 @@ func RunMemory(cfg MemoryConfig) (*MemoryResult, error) {
 	res.HeapBeforeBytes, res.HeapAfterBytes = before.heapInuse, after.heapInuse
 	res.RSSBytesPerFile = perFile(before.rss, after.rss, tree.Files)
 	res.HeapBytesPerFile = perFile(before.heapInuse, after.heapInuse, tree.Files)
+
+	if cfg.Save != nil {
+		progress(cfg.Progress, "saving the namespace")
+		if err := cfg.Save(e); err != nil {
+			return nil, fmt.Errorf("memory benchmark: save: %w", err)
+		}
+	}
 
 	if c, ok := any(e).(idleCompactor); ok {
 		progress(cfg.Progress, "compacting idle directories")

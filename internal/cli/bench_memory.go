@@ -1,15 +1,20 @@
 package cli
 
 import (
+	"log/slog"
+
 	"github.com/spf13/cobra"
 
 	"github.com/canopyfs/canopy/internal/bench"
+	"github.com/canopyfs/canopy/internal/engine"
+	"github.com/canopyfs/canopy/internal/server"
 )
 
 func newBenchMemoryCmd() *cobra.Command {
 	var cfg bench.MemoryConfig
 	var asJSON bool
 	var big bench.BigDirConfig
+	var save string
 	cmd := &cobra.Command{
 		Use:   "memory",
 		Short: "Measure the metadata engine's memory per file, in this process",
@@ -23,7 +28,12 @@ files of the finished tree. No server is involved: --addr is not used.
 
 With --big-dir N it measures one directory of N entries instead: creates,
 random lookups, paged readdir and rm -r's removal, each per second at its
-first and its last --window entries, and resident bytes per entry.`,
+first and its last --window entries, and resident bytes per entry.
+
+With --save DIR the tree, once built and measured, is also written to DIR
+(empty or absent) as the metadata directory of partition 0, which
+canopy meta --dir DIR starts from: a large partition for restart and
+checkpoint measurements without filling it over the network.`,
 		Example: "  canopy bench memory --files 1m\n" +
 			"  canopy bench memory --files 10m --dirs 10k --json\n" +
 			"  canopy bench memory --big-dir 10m",
@@ -40,6 +50,11 @@ first and its last --window entries, and resident bytes per entry.`,
 					return bench.WriteJSON(cmd.OutOrStdout(), res)
 				}
 				return bench.WriteBigDirTable(cmd.OutOrStdout(), res)
+			}
+			if save != "" {
+				cfg.Save = func(e *engine.Engine) error {
+					return server.SaveEngine(server.Config{Dir: save, Partition: e.Partition(), Logger: slog.New(slog.DiscardHandler)}, e)
+				}
 			}
 			res, err := bench.RunMemory(cfg)
 			if err != nil {
@@ -60,6 +75,7 @@ first and its last --window entries, and resident bytes per entry.`,
 	fl.Var(intCount{&big.Entries, 0}, "big-dir", "measure one directory of this many entries instead of a tree (0 = off)")
 	fl.Var(intCount{&big.Window, 0}, "window", "with --big-dir: operations timed at the start and the end of each pass (default 1m, at most half)")
 	fl.Uint64Var(&cfg.Seed, "seed", 0, "seed for the sampled files (0 = random)")
+	fl.StringVar(&save, "save", "", "also write the built tree to this directory as a partition's metadata directory (canopy meta --dir)")
 	fl.BoolVar(&asJSON, "json", false, "print the result as one JSON object on the last line")
 	return cmd
 }

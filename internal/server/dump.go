@@ -304,24 +304,8 @@ var ErrNotEmpty = errors.New("metadata directory is not empty")
 // checkpoint, if it does not decode into a valid namespace of
 // cfg.Partition, and then opens the log as a server would.
 func Restore(cfg Config, ns io.Reader, size uint64) error {
-	cfg.setDefaults()
-	dir := filepath.Clean(cfg.Dir)
-	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
-		return fmt.Errorf("restore %s: %w", dir, ErrNotEmpty)
-	}
-	if err := cfg.FS.MkdirAll(dir); err != nil {
-		return fmt.Errorf("restore: create %s: %w", dir, err)
-	}
-	if err := cfg.FS.SyncDir(filepath.Dir(dir)); err != nil {
-		return fmt.Errorf("restore: sync %s: %w", filepath.Dir(dir), err)
-	}
 	var nodes int
-	err := wal.WriteCheckpoint(cfg.FS, dir, 0, func(w io.Writer) error {
-		// The layout of stateMachine.encodeState: the namespace, length
-		// prefixed, then the retry cache (empty).
-		if _, err := w.Write(binary.AppendUvarint(nil, size)); err != nil {
-			return err
-		}
+	return restoreWith(cfg, size, func(w io.Writer) error {
 		pr, pw := io.Pipe()
 		decoded := make(chan error, 1)
 		go func() {
@@ -356,7 +340,71 @@ func Restore(cfg Config, ns io.Reader, size uint64) error {
 		if uint64(n) != size {
 			return fmt.Errorf("namespace: %d bytes of %d: %w", n, size, io.ErrUnexpectedEOF)
 		}
-		_, err = w.Write(binary.AppendUvarint(nil, 0))
+		return nil
+	}, func() int { return nodes })
+}
+
+// SaveEngine makes cfg.Dir, which must be empty or absent, the metadata
+// directory of a partition holding e's namespace, as Restore does for a
+// dump: a checkpoint at log position 0 and an empty log. The namespace
+// is encoded twice (once to learn its length, which the checkpoint names
+// before it) and not decoded again: e is taken to be valid. It is for
+// namespaces built in process (canopy bench memory --save); the caller
+// must not change e meanwhile.
+func SaveEngine(cfg Config, e *engine.Engine) error {
+	if e.Partition() != cfg.Partition {
+		return fmt.Errorf("save %s: the namespace is partition %d, not %d", cfg.Dir, e.Partition(), cfg.Partition)
+	}
+	var size countWriter
+	if err := e.WriteCheckpoint(&size); err != nil {
+		return fmt.Errorf("save %s: %w", cfg.Dir, err)
+	}
+	return restoreWith(cfg, uint64(size), func(w io.Writer) error {
+		var n countWriter
+		if err := e.WriteCheckpoint(io.MultiWriter(w, &n)); err != nil {
+			return err
+		}
+		if n != size {
+			return fmt.Errorf("namespace: %d bytes, then %d: it changed", size, n)
+		}
+		return nil
+	}, e.Len)
+}
+
+// countWriter counts the bytes written to it.
+type countWriter int64
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	*c += countWriter(len(p))
+	return len(p), nil
+}
+
+// restoreWith makes cfg.Dir, which must be empty or absent, a partition's
+// metadata directory whose one checkpoint, at log position 0, holds the
+// size bytes of namespace that body writes; then it opens the log as a
+// server would. nodes, called once body succeeded, is for the log line.
+func restoreWith(cfg Config, size uint64, body func(io.Writer) error, nodes func() int) error {
+	cfg.setDefaults()
+	dir := filepath.Clean(cfg.Dir)
+	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+		return fmt.Errorf("restore %s: %w", dir, ErrNotEmpty)
+	}
+	if err := cfg.FS.MkdirAll(dir); err != nil {
+		return fmt.Errorf("restore: create %s: %w", dir, err)
+	}
+	if err := cfg.FS.SyncDir(filepath.Dir(dir)); err != nil {
+		return fmt.Errorf("restore: sync %s: %w", filepath.Dir(dir), err)
+	}
+	err := wal.WriteCheckpoint(cfg.FS, dir, 0, func(w io.Writer) error {
+		// The layout of stateMachine.encodeState: the namespace, length
+		// prefixed, then the retry cache (empty).
+		if _, err := w.Write(binary.AppendUvarint(nil, size)); err != nil {
+			return err
+		}
+		if err := body(w); err != nil {
+			return err
+		}
+		_, err := w.Write(binary.AppendUvarint(nil, 0))
 		return err
 	})
 	if err != nil {
@@ -366,7 +414,7 @@ func Restore(cfg Config, ns io.Reader, size uint64) error {
 	if err != nil {
 		return fmt.Errorf("restore %s: open log: %w", dir, err)
 	}
-	cfg.Logger.Info("restored", "dir", dir, "partition", cfg.Partition, "nodes", nodes)
+	cfg.Logger.Info("restored", "dir", dir, "partition", cfg.Partition, "nodes", nodes())
 	return l.Close()
 }
 
