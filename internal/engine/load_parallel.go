@@ -16,11 +16,21 @@ import (
 // the first node to the last entry and turns the bytes into plain records
 // (nodeRec, entRec), checking what the bytes alone can say (lengths,
 // ranges); it hands them over in batches on a channel. The builder, the
-// only goroutine that touches the engine, takes them in order and checks
+// one goroutine that builds the engine (but for the helpers below), takes
+// them in order and checks
 // the rest (repeats, entries naming nodes that are not there), so the
 // first error found is the one the one-goroutine order finds, and so is
 // the engine built. Once the parser has closed its channel the reader is
 // the builder's again, for the sections after the entries.
+//
+// Two helpers take work off the builder where it does not need to wait
+// for it: a goroutine makes the node slab's chunks ahead and maps their
+// pages (load_ahead.go: a page fault a page of new memory was a fifth of
+// a restart), and, once the last node is placed, another builds the inode
+// index while the builder links the entries (the entries use the dense
+// map, not the index; the builder waits for the index before the
+// sections after the entries). Each owns what it writes: the chunks until
+// the builder takes them, the index until it is done.
 //
 // The records in flight are bounded: loadBatches batches of at most
 // loadBatch nodes or loadBatchEntries entries each.
@@ -428,6 +438,15 @@ func (d *decoder) loadSections(e *Engine, count uint64, holes []uint32) {
 		return
 	}
 	p := &decoder{r: d.r}
+	if count < 1<<32 {
+		// The node slab's chunks, made ahead so that the builder does
+		// not stop for their pages (load_ahead.go).
+		e.st.nodes.ahead = startChunksAhead[node](int(count+uint64(len(holes)))/slabChunk + 1)
+		defer func() {
+			e.st.nodes.ahead.stop()
+			e.st.nodes.ahead = nil
+		}()
+	}
 	out := make(chan loadBatchOf, loadBatches)
 	// Node batches the builder is done with go back to the parser, which
 	// fills them again: the node section is then parsed into a few
@@ -460,7 +479,19 @@ func (d *decoder) loadSections(e *Engine, count uint64, holes []uint32) {
 		}
 		if d.err == nil && b.ents != nil {
 			if !finished {
-				d.finishNodes(e, holes)
+				// The inode index is built on another goroutine while
+				// this one links the entries, which read the dense map
+				// and the nodes but neither write a node's number nor
+				// use the index; it is waited for below, before the
+				// sections after the entries, which use it.
+				d.skipHoles(e, holes)
+				if d.dense != nil {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						e.st.indexAll()
+					}()
+				}
 				finished = true
 			}
 			for i := range b.ents {
@@ -491,12 +522,17 @@ func (d *decoder) loadSections(e *Engine, count uint64, holes []uint32) {
 // finishNodes ends the node section: the holes after the last node, and
 // the inode index once the dense map has placed the nodes.
 func (d *decoder) finishNodes(e *Engine, holes []uint32) {
+	d.skipHoles(e, holes)
+	if d.dense != nil {
+		e.st.indexAll()
+	}
+}
+
+// skipHoles leaves the node slab's holes after the last node unused.
+func (d *decoder) skipHoles(e *Engine, holes []uint32) {
 	for len(holes) > 0 {
 		e.st.nodes.skip()
 		holes = holes[1:]
-	}
-	if d.dense != nil {
-		e.st.indexAll()
 	}
 }
 

@@ -122,11 +122,22 @@ type slab[T any] struct {
 	// nodes; nil for a chunk in memory. A ghostChunk is never changed
 	// once made, so a freeze shares it.
 	ghosts []*ghostChunk
+
+	// While a checkpoint loads: chunks made ahead on another goroutine
+	// (load_ahead.go); nil otherwise.
+	ahead *chunksAhead[T]
 }
 
 // newChunk appends a zeroed chunk, owned by the live slab.
 func (s *slab[T]) newChunk() {
-	s.chunks = append(s.chunks, make([]T, slabChunk))
+	var c []T
+	if s.ahead != nil {
+		c = s.ahead.take()
+	}
+	if c == nil {
+		c = make([]T, slabChunk)
+	}
+	s.chunks = append(s.chunks, c)
 	s.gens = append(s.gens, s.epoch)
 }
 
