@@ -199,7 +199,11 @@ func (job *checkpointJob) encode(size int) (int, error) {
 	if err := job.frozen.WriteCheckpoint(ns); err != nil {
 		return 0, err
 	}
-	job.body = [][]byte{binary.AppendUvarint(nil, uint64(ns.Len())), ns.Bytes(), job.tail}
-	job.tail = nil
+	tail, err := job.tail.encode()
+	if err != nil {
+		return 0, err
+	}
+	job.body = [][]byte{binary.AppendUvarint(nil, uint64(ns.Len())), ns.Bytes(), tail}
+	job.tail = frozenTail{}
 	return ns.Len(), nil
 }

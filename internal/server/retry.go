@@ -169,6 +169,19 @@ func (c *retryCache) each(fn func(callKey, outcome)) {
 
 func (c *retryCache) len() int { return c.n }
 
+// entries returns a copy of the entries, oldest first, as each visits
+// them: the ring's two runs copied whole, into buf if it has room.
+func (c *retryCache) entries(buf []retrySlot) []retrySlot {
+	out := buf[:0]
+	if cap(out) < c.n {
+		out = make([]retrySlot, c.n)
+	}
+	out = out[:c.n]
+	k := copy(out, c.ring[c.head:min(c.head+c.n, len(c.ring))])
+	copy(out[k:], c.ring[:c.n-k])
+	return out
+}
+
 // setTime sets the time of k's outcome, if k is kept.
 func (c *retryCache) setTime(k callKey, at int64) {
 	if i, ok := c.find(k, c.hash(k)); ok {

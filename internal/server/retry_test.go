@@ -1,10 +1,17 @@
 package server
 
 import (
+	"bytes"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/canopyfs/canopy/api/metapb"
+	"github.com/canopyfs/canopy/internal/engine"
 	"github.com/canopyfs/canopy/internal/rpc"
 )
 
@@ -155,5 +162,84 @@ func BenchmarkRetryCacheApply(b *testing.B) {
 		}
 		c.put(k, outcome{at: int64(size + i)})
 		c.expire(int64(i))
+	}
+}
+
+// BenchmarkFreezeState is the apply loop's share of a checkpoint with a
+// full retry cache whose entries all hold a reply: the hand-over alone,
+// the encoding being the checkpointer's.
+func BenchmarkFreezeState(b *testing.B) {
+	const size = 1 << 16
+	sm := newStateMachine(size, time.Hour, slog.New(slog.DiscardHandler))
+	sm.eng = engine.New(0, 1)
+	for i := range uint64(size) {
+		sm.cache.put(key(byte(i%64), i), outcome{method: pb.Method_MKDIR, reply: &pb.AttrReply{Attr: &pb.Attr{Ino: i, Mode: 0o100644}}, at: int64(i)})
+	}
+	b.ResetTimer()
+	for range b.N {
+		job, err := sm.freezeState()
+		if err != nil {
+			b.Fatal(err)
+		}
+		job.frozen.Release()
+	}
+}
+
+// TestCheckpointsKeepTheRetryCacheOfTheirMoment: each checkpoint holds the
+// retry cache as it was at its freeze, also when the cache changes while
+// it is encoded and when it is copied into the buffer an earlier
+// checkpoint gave back; its entries decode with their replies.
+func TestCheckpointsKeepTheRetryCacheOfTheirMoment(t *testing.T) {
+	const size = 64
+	newSM := func() *stateMachine {
+		sm := newStateMachine(size, time.Hour, slog.New(slog.DiscardHandler))
+		sm.eng = engine.New(0, 1)
+		return sm
+	}
+	sm := newSM()
+	put := func(from, to uint64) {
+		for i := from; i < to; i++ {
+			sm.cache.put(key(byte(i%7), i), outcome{method: pb.Method_MKDIR, reply: &pb.AttrReply{Attr: &pb.Attr{Ino: 1000 + i}}, at: int64(i)})
+		}
+	}
+	check := func(round int, body []byte, from, to uint64) {
+		t.Helper()
+		got := newSM()
+		if err := got.decodeState(bytes.NewReader(body)); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		var keys []callKey
+		got.cache.each(func(k callKey, o outcome) {
+			keys = append(keys, k)
+			// A decoded reply keeps its bytes (as unknown fields).
+			got, err1 := proto.Marshal(o.reply)
+			want, err2 := proto.Marshal(&pb.AttrReply{Attr: &pb.Attr{Ino: 1000 + k.call}})
+			if err1 != nil || err2 != nil || !bytes.Equal(got, want) {
+				t.Fatalf("round %d: entry %v decoded with reply %v", round, k, o.reply)
+			}
+		})
+		var want []callKey
+		for i := from; i < to; i++ {
+			want = append(want, key(byte(i%7), i))
+		}
+		if !slices.Equal(keys, want) {
+			t.Fatalf("round %d: cache holds %v, want %v", round, keys, want)
+		}
+	}
+	put(0, 40)
+	for round := range 4 {
+		job, err := sm.freezeState()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Past the freeze, the live cache moves on before the encoding:
+		// the ring wraps, and the oldest entries are forgotten.
+		top := uint64(40 + round*40) // the cache held the calls below top, the last size of them
+		put(top, top+40)
+		if _, err := job.encode(0); err != nil {
+			t.Fatal(err)
+		}
+		job.frozen.Release()
+		check(round, bytes.Join(job.body, nil), max(top, size)-size, top)
 	}
 }

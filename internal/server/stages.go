@@ -80,5 +80,5 @@ type checkpointJob struct {
 	lsn    uint64
 	body   [][]byte       // written in turn; see stateMachine.encodeState
 	frozen *engine.Frozen // the namespace at lsn, until encoded into body
-	tail   []byte         // what follows the namespace in body, until encoded
+	tail   frozenTail     // what follows the namespace in body, until encoded
 }
