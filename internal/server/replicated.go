@@ -194,14 +194,10 @@ func (rs *replicatedState) Snapshot() (write func(io.Writer) error, release func
 	}
 	members := maps.Clone(rs.members)
 	index := rs.sm.nextLSN - 1
-	hint := rs.sm.lastNamespaceSize
-	size := 0 // the namespace's length, set by write, read by release after it
 	write = func(w io.Writer) error {
-		n, err := job.encode(hint)
-		if err != nil {
+		if err := job.encode(); err != nil {
 			return fmt.Errorf("encode state: %w", err)
 		}
-		size = n
 		if err := writeMembers(w, members); err != nil {
 			return err
 		}
@@ -219,9 +215,6 @@ func (rs *replicatedState) Snapshot() (write func(io.Writer) error, release func
 		rs.mu.Lock()
 		defer rs.mu.Unlock()
 		job.frozen.Release()
-		if size > 0 {
-			rs.sm.lastNamespaceSize = size
-		}
 	}
 	return write, release, nil
 }

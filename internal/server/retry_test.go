@@ -236,10 +236,36 @@ func TestCheckpointsKeepTheRetryCacheOfTheirMoment(t *testing.T) {
 		// the ring wraps, and the oldest entries are forgotten.
 		top := uint64(40 + round*40) // the cache held the calls below top, the last size of them
 		put(top, top+40)
-		if _, err := job.encode(0); err != nil {
+		if err := job.encode(); err != nil {
 			t.Fatal(err)
 		}
 		job.frozen.Release()
 		check(round, bytes.Join(job.body, nil), max(top, size)-size, top)
+	}
+}
+
+// TestEncodeBlocks: what is written comes back in order, in blocks of at
+// most encodeBlockSize bytes, whatever the sizes of the writes.
+func TestEncodeBlocks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var want []byte
+	var b encodeBlocks
+	for len(want) < 3*encodeBlockSize+12345 {
+		p := make([]byte, rng.IntN(3*encodeBlockSize/2))
+		for i := range p {
+			p[i] = byte(rng.Uint32())
+		}
+		if n, err := b.Write(p); n != len(p) || err != nil {
+			t.Fatalf("write of %d: %d, %v", len(p), n, err)
+		}
+		want = append(want, p...)
+	}
+	for i, part := range b.parts {
+		if len(part) > encodeBlockSize || (i < len(b.parts)-1 && len(part) != encodeBlockSize) {
+			t.Fatalf("block %d of %d holds %d bytes", i, len(b.parts), len(part))
+		}
+	}
+	if got := bytes.Join(b.parts, nil); b.n != len(want) || !bytes.Equal(got, want) {
+		t.Fatalf("%d bytes back (n %d), %d written, equal %v", len(got), b.n, len(want), bytes.Equal(got, want))
 	}
 }

@@ -51,7 +51,6 @@ type stateMachine struct {
 	nextLSN           uint64 // the LSN the next log record will get
 	lastNow           int64  // the time of the latest record applied; the clock never goes back
 	sinceCkpt         int    // records logged since the last checkpoint was encoded
-	lastNamespaceSize int    // bytes of the namespace in the last checkpoint encoded
 	// spareTail holds a retry-cache copy a checkpoint is done with
 	// (frozenTail.spare); the channel, capacity 1, is made on first use.
 	spareTail chan []retrySlot
@@ -375,21 +374,18 @@ const stateVersion = 3
 // order, each one's files in inode order), the credentials (in name
 // order, see encodeCreds) and the settings (encodeSettings). Nothing depends on Go's map
 // order, so two state machines that applied the same records encode the
-// same bytes. The namespace's buffer starts at the size of the last one,
-// so that it is not copied as it grows, nor once more into the body. It
-// encodes everything on the caller's goroutine; the apply loop uses
-// freezeState instead.
+// same bytes. The namespace is kept in blocks (encodeBlocks), never
+// copied to grow. It encodes everything on the caller's goroutine; the
+// apply loop uses freezeState instead.
 func (sm *stateMachine) encodeState() ([][]byte, error) {
 	job, err := sm.freezeState()
 	if err != nil {
 		return nil, err
 	}
 	defer job.frozen.Release()
-	n, err := job.encode(sm.lastNamespaceSize)
-	if err != nil {
+	if err := job.encode(); err != nil {
 		return nil, err
 	}
-	sm.lastNamespaceSize = n
 	return job.body, nil
 }
 
