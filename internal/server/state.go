@@ -48,9 +48,9 @@ type stateMachine struct {
 	unloggedDays int
 	log          *slog.Logger
 
-	nextLSN           uint64 // the LSN the next log record will get
-	lastNow           int64  // the time of the latest record applied; the clock never goes back
-	sinceCkpt         int    // records logged since the last checkpoint was encoded
+	nextLSN   uint64 // the LSN the next log record will get
+	lastNow   int64  // the time of the latest record applied; the clock never goes back
+	sinceCkpt int    // records logged since the last checkpoint was encoded
 	// spareTail holds a retry-cache copy a checkpoint is done with
 	// (frozenTail.spare); the channel, capacity 1, is made on first use.
 	spareTail chan []retrySlot
