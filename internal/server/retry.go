@@ -159,14 +159,6 @@ func (c *retryCache) unindex(i int) {
 	c.index[i] = indexSlot{}
 }
 
-// each calls fn for every entry, oldest first.
-func (c *retryCache) each(fn func(callKey, outcome)) {
-	for i := range c.n {
-		s := &c.ring[(c.head+i)%len(c.ring)]
-		fn(s.key, s.out)
-	}
-}
-
 func (c *retryCache) len() int { return c.n }
 
 // entries returns a copy of the entries, oldest first, as each visits

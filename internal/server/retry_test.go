@@ -269,3 +269,10 @@ func TestEncodeBlocks(t *testing.T) {
 		t.Fatalf("%d bytes back (n %d), %d written, equal %v", len(got), b.n, len(want), bytes.Equal(got, want))
 	}
 }
+
+// each calls fn for every entry of c, oldest first.
+func (c *retryCache) each(fn func(callKey, outcome)) {
+	for _, s := range c.entries(nil) {
+		fn(s.key, s.out)
+	}
+}

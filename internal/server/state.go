@@ -52,7 +52,7 @@ type stateMachine struct {
 	lastNow   int64  // the time of the latest record applied; the clock never goes back
 	sinceCkpt int    // records logged since the last checkpoint was encoded
 	// spareTail holds a retry-cache copy a checkpoint is done with
-	// (frozenTail.spare); the channel, capacity 1, is made on first use.
+	// (frozenTail.spare); capacity 1.
 	spareTail chan []retrySlot
 
 	retryHits atomic.Uint64 // retried calls answered from the retry cache; any goroutine may read it
@@ -62,7 +62,8 @@ type stateMachine struct {
 
 func newStateMachine(cacheSize int, ttl time.Duration, log *slog.Logger) *stateMachine {
 	return &stateMachine{cache: newRetryCache(cacheSize), sessions: make(sessions), creds: newCredStore(), fwd: &forwardsView{},
-		grants: newScopeGrants(), ttl: int64(ttl), log: log}
+		spareTail: make(chan []retrySlot, 1),
+		grants:    newScopeGrants(), ttl: int64(ttl), log: log}
 }
 
 // clock returns the time for the next batch: the local clock, never
@@ -390,10 +391,9 @@ func (sm *stateMachine) encodeState() ([][]byte, error) {
 }
 
 // freezeState takes a checkpoint of the state at the last LSN applied,
-// for the checkpointer to encode: it encodes what follows the namespace
-// in the body (the retry cache, the clock and the sessions) and freezes the namespace (engine.Freeze,
-// a hand-over), which checkpointJob.encode encodes on any goroutine.
-// The retry cache is copied (its replies are never modified once
+// for the checkpointer to encode: it freezes the namespace
+// (engine.Freeze, a hand-over), which checkpointJob.encode encodes on any
+// goroutine. The retry cache is copied (its replies are never modified once
 // stored) and encoded with the namespace, off the apply loop: marshalling
 // its 65,536 replies was most of a checkpoint's pause. The sessions, the
 // credentials and the settings, small, are encoded here.
@@ -425,9 +425,6 @@ type frozenTail struct {
 // takeSpareTail returns a buffer an earlier checkpoint's tail has given
 // back, or nil.
 func (sm *stateMachine) takeSpareTail() []retrySlot {
-	if sm.spareTail == nil {
-		sm.spareTail = make(chan []retrySlot, 1)
-	}
 	select {
 	case b := <-sm.spareTail:
 		return b
@@ -440,8 +437,8 @@ func (sm *stateMachine) takeSpareTail() []retrySlot {
 func (t *frozenTail) encode() ([]byte, error) {
 	var tail bytes.Buffer
 	tail.Grow(16 + len(t.cache)*72 + len(t.rest))
-	tail.Write(binary.AppendUvarint(nil, uint64(len(t.cache))))
-	var reply []byte
+	var num, reply []byte
+	tail.Write(binary.AppendUvarint(num[:0], uint64(len(t.cache))))
 	for _, c := range t.cache {
 		reply = reply[:0]
 		if c.out.reply != nil {
@@ -451,13 +448,13 @@ func (t *frozenTail) encode() ([]byte, error) {
 			}
 		}
 		tail.Write(c.key.client[:])
-		tail.Write(binary.AppendUvarint(nil, c.key.call))
-		tail.Write(binary.AppendUvarint(nil, uint64(c.out.status)))
-		tail.Write(binary.AppendUvarint(nil, uint64(c.out.method)))
-		tail.Write(binary.AppendUvarint(nil, uint64(len(reply))))
+		num = binary.AppendUvarint(num[:0], c.key.call)
+		num = binary.AppendUvarint(num, uint64(c.out.status))
+		num = binary.AppendUvarint(num, uint64(c.out.method))
+		num = binary.AppendUvarint(num, uint64(len(reply)))
+		tail.Write(num)
 		tail.Write(reply)
 	}
-	var num []byte
 	tail.Write(binary.AppendUvarint(num[:0], stateVersion))
 	tail.Write(binary.AppendVarint(num[:0], t.lastNow))
 	for _, c := range t.cache {
