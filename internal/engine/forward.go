@@ -134,18 +134,33 @@ func (e *Engine) Forwards() int { return len(e.fwd.m) }
 // the partition it went to and the number to ask it for, with moved true.
 // A number it knows nothing of comes back unchanged, moved false.
 func (e *Engine) Forwarded(ino Ino) (to uint16, as Ino, moved bool) {
+	to, as, moved = FollowForwards(ino, func(n Ino) (uint16, Ino, bool) {
+		f, ok := e.fwd.m[n] // never a node's own number (checkForwards)
+		return f.to, f.as, ok
+	})
+	if !moved {
+		to = e.part
+	}
+	return to, as, moved
+}
+
+// FollowForwards is the walk of Forwarded over any copy of a partition's
+// forwards: get returns the forward kept for a number (as 0 for a
+// tombstone), ok false for none. It follows aliases at most
+// MaxForwardHops times; to is meaningful only when moved is true.
+func FollowForwards(ino Ino, get func(Ino) (to uint16, as Ino, ok bool)) (to uint16, as Ino, moved bool) {
 	as = ino
 	for range MaxForwardHops {
-		f, ok := e.fwd.m[as] // never a node's own number (checkForwards)
+		t, next, ok := get(as)
 		switch {
 		case !ok:
-			return e.part, as, false
-		case f.as == 0:
-			return f.to, as, true
+			return 0, as, false
+		case next == 0:
+			return t, as, true
 		}
-		as = f.as
+		as = next
 	}
-	return e.part, as, false
+	return 0, as, false
 }
 
 // The forwards travel in the checkpoint as an optional section after the

@@ -38,23 +38,17 @@ func (v *forwardsView) follow(e *engine.Engine) {
 	})
 }
 
-// resolve is engine.Forwarded on the view (the same walk over a
-// concurrent copy).
+// resolve is engine.Forwarded on the view.
 func (v *forwardsView) resolve(ino engine.Ino) (to uint16, as engine.Ino, gone bool) {
-	as = ino
 	if v == nil {
-		return 0, as, false
+		return 0, ino, false
 	}
-	for range engine.MaxForwardHops {
-		f, ok := v.m.Load(as)
+	return engine.FollowForwards(ino, func(n engine.Ino) (uint16, engine.Ino, bool) {
+		f, ok := v.m.Load(n)
 		if !ok {
-			return 0, as, false
+			return 0, 0, false
 		}
 		vf := f.(viewedForward)
-		if vf.as == 0 {
-			return vf.to, as, true
-		}
-		as = vf.as
-	}
-	return 0, as, false
+		return vf.to, vf.as, true
+	})
 }
