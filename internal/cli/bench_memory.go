@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -52,6 +54,10 @@ checkpoint measurements without filling it over the network.`,
 				return bench.WriteBigDirTable(cmd.OutOrStdout(), res)
 			}
 			if save != "" {
+				// Refused now rather than after the build.
+				if ents, err := os.ReadDir(save); err == nil && len(ents) > 0 {
+					return fmt.Errorf("bench memory --save %s: %w", save, server.ErrNotEmpty)
+				}
 				cfg.Save = func(e *engine.Engine) error {
 					return server.SaveEngine(server.Config{Dir: save, Partition: e.Partition(), Logger: slog.New(slog.DiscardHandler)}, e)
 				}

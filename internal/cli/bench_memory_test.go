@@ -30,3 +30,19 @@ func TestBenchMemoryCommand(t *testing.T) {
 		t.Error("more directories than files accepted")
 	}
 }
+
+// TestBenchMemorySave: --save leaves a metadata directory with the tree's
+// checkpoint, and is refused, before any build, for a directory that
+// holds something.
+func TestBenchMemorySave(t *testing.T) {
+	dir := t.TempDir() + "/meta"
+	mustCanopy(t, "127.0.0.1:1", "bench", "memory", "--files", "1000", "--samples", "100", "--save", dir)
+	infos, err := listCheckpointFiles(dir)
+	if err != nil || len(infos) != 1 || infos[0].Index != 0 || infos[0].Size == 0 {
+		t.Fatalf("checkpoints in %s: %+v, %v; want one at index 0", dir, infos, err)
+	}
+	out, err := canopy(t, "127.0.0.1:1", "bench", "memory", "--files", "1000", "--save", dir)
+	if err == nil || !strings.Contains(out+err.Error(), "not empty") {
+		t.Fatalf("a second save into %s: %v\n%s", dir, err, out)
+	}
+}
