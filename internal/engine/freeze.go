@@ -14,8 +14,10 @@ import (
 // to change, once, before changing it, so that the frozen view keeps what
 // was there at the freeze (copy on write):
 //
-//   - the slabs (nodes, extra records, singles): a chunk of 4,096 records
-//     is copied at the first write to it (slab.mut); reads never check;
+//   - the slabs (nodes, extra records, singles): a chunk of records is
+//     copied at the first write to it (slab.mut); reads never check; a
+//     page of a slab's chunk table, at the first change of an entry in it
+//     (pagedTable.set);
 //   - an extra record's directory entries, xattrs and file data: when the
 //     record is first changed (store.extraMut) the engine gives it its own
 //     dirents header, xattr map and chunk lists; a directory's entry
@@ -48,7 +50,8 @@ type Frozen struct {
 
 // Freeze returns the namespace as it stands now, without copying it. It
 // runs on the owner goroutine; the cost is a copy of the slabs' chunk
-// tables (one pointer per 4,096 records) and of the owner pairs. Several
+// tables' page lists (one pointer per 1,024 chunks of 146 records:
+// paged_table.go) and of the owner pairs. Several
 // freezes may be live at once. Each must be released (Release) for the
 // engine to stop copying what it changes.
 func (e *Engine) Freeze() *Frozen {
@@ -83,6 +86,9 @@ func (f *Frozen) WriteCheckpoint(w io.Writer) error {
 	if f.released {
 		return fmt.Errorf("write checkpoint: %w", ErrReleased)
 	}
+	f.view.st.nodes.flatten()
+	f.view.st.extras.flatten()
+	f.view.st.singles.flatten()
 	if f.top != 0 {
 		n, err := f.view.writeSubtree(w, f.top)
 		f.nodes = n
@@ -132,10 +138,21 @@ func (e *Engine) setCow(cow uint32) {
 
 func (s *slab[T]) stamp(epoch, cow uint32) { s.epoch, s.cow = epoch, cow }
 
-// frozen returns the slab's state for a freeze: its own table of the same
-// chunks, and the free list, shared until the slab next changes it.
+// frozen returns the slab's state for a freeze: its own list of the pages
+// of its table (flatten makes the table from them), and the free list,
+// shared until the slab next changes it.
 func (s *slab[T]) frozen() slab[T] {
-	return slab[T]{chunks: slices.Clone(s.chunks), ghosts: slices.Clone(s.ghosts), free: s.free, next: s.next, live: s.live}
+	return slab[T]{pages: s.pages.frozen(), ghosts: s.ghosts.frozen(), free: s.free, next: s.next, live: s.live}
+}
+
+// flatten makes a frozen slab's table of chunks from its pages, on the
+// goroutine that is about to read it (not the engine's owner: at 100
+// million nodes the node slab's table is 5 MB).
+func (s *slab[T]) flatten() {
+	s.chunks = make([]*[slabChunk]T, s.pages.len())
+	for c, v := range s.pages.all {
+		s.chunks[c] = v
+	}
 }
 
 // unshare gives x its own directory entries header, xattr map and chunk

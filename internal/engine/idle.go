@@ -291,7 +291,7 @@ func (s *store) ghostOf(slot uint32) (Ino, uint32) {
 		n := &c[slot%slabChunk]
 		return n.Ino, n.aux
 	}
-	g := s.nodes.ghosts[slot/slabChunk]
+	g := s.nodes.ghosts.at(slot / slabChunk)
 	return g.ino[slot%slabChunk], g.dir[slot%slabChunk]
 }
 
@@ -393,11 +393,11 @@ func (s *store) releaseChunk(c uint32) {
 	for i := range chunk {
 		g.ino[i], g.dir[i] = chunk[i].Ino, chunk[i].aux
 	}
-	if len(ns.ghosts) < len(ns.chunks) {
-		ns.ghosts = append(ns.ghosts, make([]*ghostChunk, len(ns.chunks)-len(ns.ghosts))...)
-	}
-	// A live freeze keeps its own table of chunks: it still sees this one.
-	ns.chunks[c], ns.ghosts[c] = nil, g
+	ns.ghosts.grow(len(ns.chunks), ns.epoch, ns.cow)
+	// A live freeze keeps its own pages of the table: it still sees this
+	// chunk.
+	ns.setChunk(c, nil)
+	ns.ghosts.set(c, g, ns.epoch, ns.cow)
 	s.idle.released++
 }
 
@@ -408,14 +408,16 @@ func (s *store) materialize(c uint32) {
 	if ns.chunks[c] != nil {
 		return
 	}
-	g := ns.ghosts[c]
-	chunk := make([]node, slabChunk)
+	g := ns.ghosts.at(c)
+	chunk := new([slabChunk]node)
 	for i, ino := range g.ino {
 		if ino != 0 {
 			chunk[i] = node{Ino: ino, aux: g.dir[i]}
 		}
 	}
-	ns.chunks[c], ns.gens[c], ns.ghosts[c] = chunk, ns.epoch, nil
+	ns.setChunk(c, chunk)
+	ns.ghosts.set(c, nil, ns.epoch, ns.cow)
+	ns.gens[c] = ns.epoch
 	s.idle.released--
 }
 

@@ -15,10 +15,10 @@ func (e *Engine) checkGhosts() error {
 	for c, chunk := range s.nodes.chunks {
 		if chunk == nil {
 			released++
-			if c >= len(s.nodes.ghosts) || s.nodes.ghosts[c] == nil {
+			if c >= s.nodes.ghosts.len() || s.nodes.ghosts.at(uint32(c)) == nil {
 				return fmt.Errorf("node chunk %d released without its ghosts", c)
 			}
-		} else if c < len(s.nodes.ghosts) && s.nodes.ghosts[c] != nil {
+		} else if c < s.nodes.ghosts.len() && s.nodes.ghosts.at(uint32(c)) != nil {
 			return fmt.Errorf("node chunk %d both in memory and released", c)
 		}
 	}

@@ -14,7 +14,7 @@ import "unsafe"
 // owns each chunk until it is received. It stops after n chunks, or when
 // stop is called, which waits for it.
 type chunksAhead[T any] struct {
-	ready chan []T
+	ready chan *[slabChunk]T
 	quit  chan struct{}
 	done  chan struct{}
 }
@@ -26,7 +26,7 @@ const chunksAheadBuffered = 64
 
 func startChunksAhead[T any](n int) *chunksAhead[T] {
 	a := &chunksAhead[T]{
-		ready: make(chan []T, chunksAheadBuffered),
+		ready: make(chan *[slabChunk]T, chunksAheadBuffered),
 		quit:  make(chan struct{}),
 		done:  make(chan struct{}),
 	}
@@ -35,7 +35,7 @@ func startChunksAhead[T any](n int) *chunksAhead[T] {
 		var zero T
 		step := max(1, 4096/int(unsafe.Sizeof(zero)))
 		for range n {
-			c := make([]T, slabChunk)
+			c := new([slabChunk]T)
 			for i := 0; i < len(c); i += step {
 				c[i] = zero // a write, so that the page is mapped here
 			}
@@ -52,7 +52,7 @@ func startChunksAhead[T any](n int) *chunksAhead[T] {
 
 // take returns a chunk made ahead, or nil if none is ready: the caller
 // then makes one itself rather than wait.
-func (a *chunksAhead[T]) take() []T {
+func (a *chunksAhead[T]) take() *[slabChunk]T {
 	select {
 	case c := <-a.ready:
 		return c

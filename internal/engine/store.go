@@ -108,7 +108,12 @@ const slabChunk = 146
 // never written again: mut copies a shared chunk before the first write
 // to it, and reads (at) go straight to the chunk.
 type slab[T any] struct {
-	chunks  [][]T
+	// chunks is the table of chunks the slab reads and writes; pages
+	// holds the same chunks in pages of the table (paged_table.go), so
+	// that a freeze copies one pointer per 1,024 chunks rather than the
+	// table. A frozen view has pages only, until flatten makes its chunks.
+	chunks  []*[slabChunk]T
+	pages   pagedTable[*[slabChunk]T]
 	gens    []uint32 // per chunk: the epoch at which it was made the live slab's own
 	free    []uint32
 	next    uint32 // the lowest index never handed out
@@ -121,7 +126,7 @@ type slab[T any] struct {
 	// in it belongs to a packed directory (idle.go), what is left of its
 	// nodes; nil for a chunk in memory. A ghostChunk is never changed
 	// once made, so a freeze shares it.
-	ghosts []*ghostChunk
+	ghosts pagedTable[*ghostChunk]
 
 	// While a checkpoint loads: chunks made ahead on another goroutine
 	// (load_ahead.go); nil otherwise.
@@ -130,14 +135,15 @@ type slab[T any] struct {
 
 // newChunk appends a zeroed chunk, owned by the live slab.
 func (s *slab[T]) newChunk() {
-	var c []T
+	var c *[slabChunk]T
 	if s.ahead != nil {
 		c = s.ahead.take()
 	}
 	if c == nil {
-		c = make([]T, slabChunk)
+		c = new([slabChunk]T)
 	}
 	s.chunks = append(s.chunks, c)
+	s.pages.push(c, s.epoch, s.cow)
 	s.gens = append(s.gens, s.epoch)
 }
 
@@ -154,8 +160,15 @@ func (s *slab[T]) mut(i uint32) *T {
 // own replaces shared chunk c by a copy that the live slab owns; the
 // freeze keeps the old one.
 func (s *slab[T]) own(c uint32) {
-	s.chunks[c] = append(make([]T, 0, slabChunk), s.chunks[c]...)
+	own := *s.chunks[c]
+	s.setChunk(c, &own)
 	s.gens[c] = s.epoch
+}
+
+// setChunk makes v chunk c of the table and of its pages.
+func (s *slab[T]) setChunk(c uint32, v *[slabChunk]T) {
+	s.chunks[c] = v
+	s.pages.set(c, v, s.epoch, s.cow)
 }
 
 // alloc returns a zeroed record and its index.
@@ -271,7 +284,7 @@ func slotIno(nodes *slab[node], i uint32) Ino {
 	if c := nodes.chunks[i/slabChunk]; c != nil {
 		return c[i%slabChunk].Ino
 	}
-	return nodes.ghosts[i/slabChunk].ino[i%slabChunk]
+	return nodes.ghosts.at(i / slabChunk).ino[i%slabChunk]
 }
 
 // slotOf returns the slot of the node ino, or 0.
@@ -409,7 +422,7 @@ func (s *store) all() iter.Seq2[Ino, *node] {
 		defer s.endRO()
 		for c, chunk := range s.nodes.chunks {
 			if chunk == nil {
-				g := s.nodes.ghosts[c]
+				g := s.nodes.ghosts.at(uint32(c))
 				for i, ino := range g.ino {
 					if ino != 0 && !yield(ino, s.ghostCopy(uint32(c*slabChunk+i))) {
 						return

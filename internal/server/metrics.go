@@ -55,7 +55,7 @@ func newMetrics(s *Server, sm *stateMachine, reg prometheus.Registerer) *metrics
 		}),
 		ckptPause: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "canopy_meta_checkpoint_pause_seconds", Buckets: pauseBuckets,
-			Help: "Time the apply loop was held taking a checkpoint: freezing the namespace and encoding the retry cache.",
+			Help: "Time the apply loop was held taking a checkpoint: freezing the namespace and copying the retry cache.",
 		}),
 		idleSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "canopy_meta_idle_step_seconds", Buckets: latencyBuckets,
