@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,7 +22,6 @@ import (
 
 	"github.com/canopyfs/canopy/client"
 	gws3 "github.com/canopyfs/canopy/internal/gateway/s3"
-	"github.com/canopyfs/canopy/internal/object"
 	"github.com/canopyfs/canopy/internal/server"
 	"github.com/canopyfs/canopy/internal/server/servertest"
 	"github.com/canopyfs/canopy/internal/vfs"
@@ -141,20 +139,7 @@ func startPosixS3In(t *testing.T, dir string) string {
 	}
 }
 
-func TestS3OnVersityPosix(t *testing.T) {
-	endpoint := startPosixS3(t)
-	var n atomic.Int64
-	testStore(t, func(t *testing.T) object.Store {
-		return newS3(t, object.S3Config{
-			Endpoint:     endpoint,
-			Bucket:       fmt.Sprintf("canopy-%d", n.Add(1)),
-			AccessKey:    posixAccess,
-			SecretKey:    posixSecret,
-			PathStyle:    true,
-			CreateBucket: true,
-		})
-	})
-}
+func TestS3OnVersityPosix(t *testing.T) { testS3At(t, startPosixS3(t), posixAccess, posixSecret) }
 
 // startCanopyS3 serves Canopy's own S3 gateway on a loopback port over a
 // Canopy server (its data in a local directory) and returns its URL.
@@ -175,20 +160,7 @@ func startCanopyS3(t *testing.T) string {
 	return "http://" + gw.Addr().String()
 }
 
-func TestS3OnCanopyGateway(t *testing.T) {
-	endpoint := startCanopyS3(t)
-	var n atomic.Int64
-	testStore(t, func(t *testing.T) object.Store {
-		return newS3(t, object.S3Config{
-			Endpoint:     endpoint,
-			Bucket:       fmt.Sprintf("canopy-%d", n.Add(1)),
-			AccessKey:    posixAccess,
-			SecretKey:    posixSecret,
-			PathStyle:    true,
-			CreateBucket: true,
-		})
-	})
-}
+func TestS3OnCanopyGateway(t *testing.T) { testS3At(t, startCanopyS3(t), posixAccess, posixSecret) }
 
 // TestDataOnVersityPosix runs a Canopy server whose file data goes to
 // versitygw's posix server: files written through the SDK are read back,

@@ -35,15 +35,18 @@ func newS3(t *testing.T, cfg object.S3Config) object.Store {
 	return s
 }
 
-func TestS3(t *testing.T) {
-	endpoint := startS3(t)
+func TestS3(t *testing.T) { testS3At(t, startS3(t), "test-key", "test-secret") }
+
+// testS3At runs the store's suite against the S3 server at endpoint, a
+// new bucket for each case.
+func testS3At(t *testing.T, endpoint, accessKey, secretKey string) {
 	var n atomic.Int64
 	testStore(t, func(t *testing.T) object.Store {
 		return newS3(t, object.S3Config{
 			Endpoint:     endpoint,
 			Bucket:       fmt.Sprintf("canopy-%d", n.Add(1)),
-			AccessKey:    "test-key",
-			SecretKey:    "test-secret",
+			AccessKey:    accessKey,
+			SecretKey:    secretKey,
 			PathStyle:    true,
 			CreateBucket: true,
 		})
