@@ -44,7 +44,7 @@ var reexec = func(args []string) (*exec.Cmd, error) {
 
 type mountFlags struct {
 	allowOther, defaultPerms, readOnly, background, debug bool
-	attrTimeout, entryTimeout                             time.Duration
+	attrTimeout, entryTimeout, negativeTimeout            time.Duration
 	metricsListen, logFile                                string
 	durability                                            string   // --durability: posix or strict
 	options                                               string   // -o, applied over the flags (mountopts.go)
@@ -91,11 +91,12 @@ mount is usable. Mounting needs root (or fusermount).`,
 	f.Var(&o.bufferSize, "buffer-size", "bound on the mount's memory: the write buffers of all open files and the cache of blocks read, together (KiB, MiB, GiB suffixes); writers wait for room")
 	f.DurationVar(&o.attrTimeout, "attr-timeout", fuse.DefaultAttrTimeout, "how long the kernel caches attributes")
 	f.DurationVar(&o.entryTimeout, "entry-timeout", fuse.DefaultEntryTimeout, "how long the kernel caches name lookups")
+	f.DurationVar(&o.negativeTimeout, "negative-timeout", 0, "how long a name found absent is taken as absent, and how long after a mkdir the mount answers itself for names not made through it (0: every lookup of an absent name asks the server, so a name another client makes is seen at once)")
 	f.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics, pprof and a status page on this address")
 	f.StringVar(&o.logFile, "log", "", "append log lines to this file instead of stderr")
 	f.BoolVar(&o.debug, "debug", false, "log every FUSE request and reply")
 	f.StringVarP(&o.options, "options", "o", "", "mount options, comma-separated, as mount(8) takes them: allow_other, default_permissions, ro, rw, debug, "+
-		"attr_timeout=S, entry_timeout=S, buffer_size=SIZE, metrics=ADDR, log=FILE, addr=ADDR; _netdev, nofail and other generic options are accepted and left to mount(8) and systemd")
+		"attr_timeout=S, entry_timeout=S, negative_timeout=S, buffer_size=SIZE, metrics=ADDR, log=FILE, addr=ADDR; _netdev, nofail and other generic options are accepted and left to mount(8) and systemd")
 	return cmd
 }
 
@@ -149,7 +150,7 @@ func mountForeground(cmd *cobra.Command, g *globals, dir string, o mountFlags) e
 	}
 	defer c.Close()
 	opts := fuse.Options{
-		AttrTimeout: o.attrTimeout, EntryTimeout: o.entryTimeout,
+		AttrTimeout: o.attrTimeout, EntryTimeout: o.entryTimeout, NegativeTimeout: o.negativeTimeout,
 		ReadOnly: o.readOnly, AllowOther: o.allowOther, NoDefaultPermissions: !o.defaultPerms,
 		FsName: "canopy:" + g.addr, Logger: log, Debug: o.debug,
 	}

@@ -53,6 +53,8 @@ func applyMountOptions(list string, o *mountFlags, addr *string) error {
 			o.attrTimeout, err = parseSeconds(val)
 		case key == "entry_timeout" && hasVal:
 			o.entryTimeout, err = parseSeconds(val)
+		case key == "negative_timeout" && hasVal:
+			o.negativeTimeout, err = parseSeconds(val)
 		case key == "buffer_size" && hasVal:
 			err = o.bufferSize.Set(val)
 		case key == "metrics" && hasVal:

@@ -18,10 +18,10 @@ import (
 func TestApplyMountOptions(t *testing.T) {
 	var o mountFlags
 	addr := "a:1"
-	if err := applyMountOptions("allow_other,default_permissions,ro,_netdev,nofail,noatime,x-systemd.automount,attr_timeout=2.5,entry_timeout=3s,buffer_size=64MiB,metrics=127.0.0.1:9,log=/tmp/l,addr=b:2", &o, &addr); err != nil {
+	if err := applyMountOptions("allow_other,default_permissions,ro,_netdev,nofail,noatime,x-systemd.automount,attr_timeout=2.5,entry_timeout=3s,negative_timeout=0.5,buffer_size=64MiB,metrics=127.0.0.1:9,log=/tmp/l,addr=b:2", &o, &addr); err != nil {
 		t.Fatal(err)
 	}
-	if !o.allowOther || !o.defaultPerms || !o.readOnly || o.attrTimeout != 2500*time.Millisecond || o.entryTimeout != 3*time.Second ||
+	if !o.allowOther || !o.defaultPerms || !o.readOnly || o.attrTimeout != 2500*time.Millisecond || o.entryTimeout != 3*time.Second || o.negativeTimeout != 500*time.Millisecond ||
 		o.bufferSize.v != 64<<20 || o.metricsListen != "127.0.0.1:9" || o.logFile != "/tmp/l" || addr != "b:2" {
 		t.Errorf("options gave %+v, addr %s", o, addr)
 	}

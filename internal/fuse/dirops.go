@@ -26,6 +26,7 @@ func (fs *FS) Mknod(cancel <-chan struct{}, in *gofuse.MknodIn, name string, out
 		return st
 	}
 	ctx, c := fs.asWhole(&in.Caller)
+	fs.fresh.naming(client.Ino(in.NodeId), name)
 	fi, err := c.MknodAtMasked(ctx, client.Ino(in.NodeId), name, in.Mode, in.Rdev, in.Umask)
 	if err != nil {
 		return fs.fail(opMknod, err)
@@ -48,10 +49,12 @@ func (fs *FS) Mkdir(cancel <-chan struct{}, in *gofuse.MkdirIn, name string, out
 		return st
 	}
 	ctx, c := fs.asWhole(&in.Caller)
+	fs.fresh.naming(client.Ino(in.NodeId), name)
 	fi, err := c.MkdirAtMasked(ctx, client.Ino(in.NodeId), name, in.Mode&0o7777, in.Umask)
 	if err != nil {
 		return fs.fail(opMkdir, err)
 	}
+	fs.fresh.made(fi.Ino())
 	fs.fillEntry(out, fi.Attr())
 	return gofuse.OK
 }
@@ -108,6 +111,10 @@ func (fs *FS) Rename(cancel <-chan struct{}, in *gofuse.RenameIn, oldName, newNa
 		return st
 	}
 	ctx, c := fs.asWhole(&in.Caller)
+	fs.fresh.naming(client.Ino(in.Newdir), newName)
+	if in.Flags&client.RenameExchange != 0 {
+		fs.fresh.naming(client.Ino(in.NodeId), oldName)
+	}
 	err := c.RenameAt(ctx, client.Ino(in.NodeId), oldName, client.Ino(in.Newdir), newName, in.Flags)
 	for _, pause := range renameBusyPauses {
 		if !errors.Is(err, syscall.EBUSY) {
@@ -150,6 +157,7 @@ func (fs *FS) Link(cancel <-chan struct{}, in *gofuse.LinkIn, name string, out *
 		return st
 	}
 	ctx, c := fs.asWhole(&in.Caller)
+	fs.fresh.naming(client.Ino(in.NodeId), name)
 	fi, err := c.LinkAt(ctx, client.Ino(in.Oldnodeid), client.Ino(in.NodeId), name)
 	if err != nil {
 		return fs.fail(opLink, err)
@@ -169,6 +177,7 @@ func (fs *FS) Symlink(cancel <-chan struct{}, h *gofuse.InHeader, target, linkNa
 		return st
 	}
 	ctx, c := fs.asWhole(&h.Caller)
+	fs.fresh.naming(client.Ino(h.NodeId), linkName)
 	fi, err := c.SymlinkAt(ctx, client.Ino(h.NodeId), linkName, target)
 	if err != nil {
 		return fs.fail(opSymlink, err)

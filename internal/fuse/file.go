@@ -143,6 +143,7 @@ func (fs *FS) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name string, o
 	c := fs.c.As(cred)
 	parent := client.Ino(in.NodeId)
 	began := fs.dirAttrs.beginCreate()
+	fs.fresh.naming(parent, name)
 	// O_CREAT: the creator may open the new file whatever its mode. The
 	// file outlives the request: its calls use a context of their own.
 	f, fi, dir, err := c.CreateOpenIno(context.Background(), parent, name, in.Mode&0o7777, in.Umask,
@@ -153,6 +154,12 @@ func (fs *FS) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name string, o
 		dirAttr = &a
 	}
 	fs.dirAttrs.created(began, parent, dirAttr)
+	if errors.Is(err, syscall.EEXIST) && in.Flags&syscall.O_EXCL == 0 {
+		// Made by someone else since the kernel's LOOKUP (or, in a
+		// fresh directory, before it: fresh.go): open(2) without
+		// O_EXCL opens the file that is there.
+		return fs.openExisting(c, in, name, out)
+	}
 	if err != nil {
 		return fs.fail(opCreate, err)
 	}
@@ -164,6 +171,39 @@ func (fs *FS) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name string, o
 	fs.open.add(h)
 	fs.fillEntry(&out.EntryOut, fi.Attr())
 	out.Fh = fs.files.add(h)
+	return gofuse.OK
+}
+
+// openExisting answers a CREATE without O_EXCL whose name is taken: a
+// regular file there is opened with the request's flags (its mode and
+// the caller's rights checked by the service, as for OPEN); a directory
+// is EISDIR; anything else, EEXIST.
+func (fs *FS) openExisting(c *client.Client, in *gofuse.CreateIn, name string, out *gofuse.CreateOut) gofuse.Status {
+	ctx := &gofuse.Context{Caller: in.Caller}
+	fi, err := c.Lookup(ctx, client.Ino(in.NodeId), name)
+	if err != nil {
+		return fs.fail(opCreate, err)
+	}
+	switch fi.Attr().Mode & syscall.S_IFMT {
+	case syscall.S_IFREG:
+	case syscall.S_IFDIR:
+		return gofuse.EISDIR
+	default:
+		return gofuse.Status(syscall.EEXIST)
+	}
+	fh, err := fs.openFile(c, fi.Ino(), in.Flags&^syscall.O_CREAT)
+	if err != nil {
+		return fs.fail(opCreate, err)
+	}
+	if in.Flags&syscall.O_TRUNC != 0 {
+		// The attributes as the truncation left them.
+		if fi, err = c.GetAttr(ctx, fi.Ino()); err != nil {
+			fs.Release(nil, &gofuse.ReleaseIn{Fh: fh})
+			return fs.fail(opCreate, err)
+		}
+	}
+	fs.fillEntry(&out.EntryOut, fs.withOpen(fi.Attr()))
+	out.Fh = fh
 	return gofuse.OK
 }
 

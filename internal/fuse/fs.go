@@ -19,6 +19,12 @@ type Options struct {
 	// node's attributes and a name's lookup before asking again.
 	AttrTimeout  time.Duration
 	EntryTimeout time.Duration
+	// NegativeTimeout is how long the kernel may cache that a name is
+	// absent, and how long after making a directory the mount answers
+	// itself that a name not made in it through the mount is absent
+	// (fresh.go). 0, the default, asks the service at every lookup of an
+	// absent name, so a name another client makes is seen at once.
+	NegativeTimeout time.Duration
 	// ReadOnly mounts read-only: every change fails with EROFS.
 	ReadOnly bool
 	// AllowOther lets users other than the one who mounted use the mount.
@@ -72,6 +78,9 @@ type FS struct {
 	// dirAttrs keeps a directory's attributes from a create's reply
 	// for the GETATTR the kernel sends next.
 	dirAttrs dirAttrs
+	// fresh follows the directories this mount has just made, whose
+	// absent names it answers itself (fresh.go).
+	fresh freshDirs
 	// held counts the handles holding attribute changes back
 	// (deferattr.go).
 	held heldTotal
@@ -96,6 +105,7 @@ func New(c *client.Client, opts Options) *FS {
 		groups:        newGroupCache(),
 		noCaps:        noCaps{ttl: opts.AttrTimeout},
 		dirAttrs:      dirAttrs{ttl: opts.AttrTimeout},
+		fresh:         freshDirs{window: opts.NegativeTimeout},
 	}
 }
 

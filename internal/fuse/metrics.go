@@ -60,6 +60,9 @@ type metrics struct {
 	// dirAttrHits counts GETATTRs of a directory answered from a
 	// create's reply (dirattrs.go).
 	dirAttrHits prometheus.Counter
+	// freshHits counts LOOKUPs answered ENOENT in a directory this mount
+	// made moments ago (fresh.go).
+	freshHits prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -83,8 +86,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "canopy_fuse_dir_attr_hits_total",
 			Help: "GETATTRs of a directory answered by the mount from the attributes a create's reply carried, without asking the service.",
 		}),
+		freshHits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "canopy_fuse_fresh_lookup_hits_total",
+			Help: "LOOKUPs of a name absent from a directory this mount made within the entry timeout, answered by the mount without asking the service.",
+		}),
 	}
-	reg.MustRegister(m.ops, m.seconds, m.noCapsHits, m.dirAttrHits)
+	reg.MustRegister(m.ops, m.seconds, m.noCapsHits, m.dirAttrHits, m.freshHits)
 	return m
 }
 
@@ -166,6 +173,13 @@ func (m *metrics) noCapsHit() {
 func (m *metrics) dirAttrHit() {
 	if m != nil {
 		m.dirAttrHits.Inc()
+	}
+}
+
+// freshHit records a LOOKUP answered from a fresh directory.
+func (m *metrics) freshHit() {
+	if m != nil {
+		m.freshHits.Inc()
 	}
 }
 

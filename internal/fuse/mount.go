@@ -32,7 +32,7 @@ type Mount struct {
 // it until Close or an unmount from outside. As root it calls mount(2)
 // itself; otherwise it needs fusermount.
 func MountAt(c *client.Client, dir string, opts Options) (*Mount, error) {
-	if opts.AttrTimeout < 0 || opts.EntryTimeout < 0 {
+	if opts.AttrTimeout < 0 || opts.EntryTimeout < 0 || opts.NegativeTimeout < 0 {
 		return nil, fmt.Errorf("mount %s: negative cache timeout", dir)
 	}
 	abs, err := filepath.Abs(dir)

@@ -1,6 +1,7 @@
 package fuse
 
 import (
+	"errors"
 	"syscall"
 	"time"
 
@@ -13,12 +14,31 @@ import (
 // name of directory h.NodeId.
 func (fs *FS) Lookup(cancel <-chan struct{}, h *gofuse.InHeader, name string, out *gofuse.EntryOut) (st gofuse.Status) {
 	defer fs.observe(opLookup, time.Now(), &st)
+	if fs.fresh.absent(client.Ino(h.NodeId), name) {
+		fs.m.freshHit()
+		return fs.absent(out)
+	}
 	ctx, c := fs.asWhole(&h.Caller)
 	fi, err := c.Lookup(ctx, client.Ino(h.NodeId), name)
+	if errors.Is(err, syscall.ENOENT) {
+		return fs.absent(out)
+	}
 	if err != nil {
 		return fs.fail(opLookup, err)
 	}
 	fs.fillEntry(out, fs.withOpen(fi.Attr()))
+	return gofuse.OK
+}
+
+// absent answers a LOOKUP of an absent name: ENOENT, or with a
+// NegativeTimeout an entry without a node, which the kernel keeps that
+// long.
+func (fs *FS) absent(out *gofuse.EntryOut) gofuse.Status {
+	if fs.opts.NegativeTimeout <= 0 {
+		return gofuse.ENOENT
+	}
+	*out = gofuse.EntryOut{}
+	out.SetEntryTimeout(fs.opts.NegativeTimeout)
 	return gofuse.OK
 }
 
