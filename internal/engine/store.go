@@ -93,9 +93,9 @@ func (x *extra) empty() bool {
 // slabChunk is the records per slab chunk: 146 nodes (or extra records)
 // make a chunk of 8,176 bytes, in the 8 KiB size class with 16 bytes to
 // spare and alone in its span, so that a released chunk's memory goes back
-// whole; large enough that the chunk tables stay small (16 bytes a chunk: a pointer in the table and one in its pages),
-// and small enough that a chunk whose nodes all belong to packed
-// directories is common, and can be released (idle.go), even when a
+// whole; large enough that the chunk tables stay small (16 bytes a chunk:
+// a pointer in the table and one in its pages), and small enough that a
+// chunk whose nodes all belong to packed directories is common, and can be released (idle.go), even when a
 // directory's node lies between every thousand files. Not a power of two:
 // the division by the constant is a multiplication.
 const slabChunk = 146
