@@ -95,9 +95,10 @@ func (x *extra) empty() bool {
 // spare and alone in its span, so that a released chunk's memory goes back
 // whole; large enough that the chunk tables stay small (16 bytes a chunk:
 // a pointer in the table and one in its pages), and small enough that a
-// chunk whose nodes all belong to packed directories is common, and can be released (idle.go), even when a
-// directory's node lies between every thousand files. Not a power of two:
-// the division by the constant is a multiplication.
+// chunk whose nodes all belong to packed directories is common, and can
+// be released (idle.go), even when a directory's node lies between every
+// thousand files. Not a power of two: the division by the constant is a
+// multiplication.
 const slabChunk = 146
 
 // slab hands out records of type T by index. Index 0 is never handed out,
