@@ -88,7 +88,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		freshHits: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "canopy_fuse_fresh_lookup_hits_total",
-			Help: "LOOKUPs of a name absent from a directory this mount made within the entry timeout, answered by the mount without asking the service.",
+			Help: "LOOKUPs of a name absent from a directory this mount made within the negative timeout, answered by the mount without asking the service.",
 		}),
 	}
 	reg.MustRegister(m.ops, m.seconds, m.noCapsHits, m.dirAttrHits, m.freshHits)
