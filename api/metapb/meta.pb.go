@@ -122,6 +122,12 @@ const (
 	// Membership (50-54), at the leader (NOT_LEADER elsewhere).
 	Method_GROUP_ADD    Method = 50 // GroupAddRequest -> GroupReply: add a replica as a learner, then make it a voter once caught up
 	Method_GROUP_REMOVE Method = 51 // GroupRemoveRequest -> GroupReply: remove a replica from the group
+	// Hosting (55-57): a metadata server process runs replicas of other
+	// partitions beside its own (internal/host); answered by any replica the
+	// process serves, leader or not. Admin only.
+	Method_HOST_START Method = 55 // HostStartRequest -> HostReplica: run a replica of a partition here
+	Method_HOST_STOP  Method = 56 // HostStopRequest -> Empty: stop a replica run here and remove its directory
+	Method_HOST_LIST  Method = 57 // Empty -> HostListReply: the replicas this process runs for other partitions
 	// Directory quotas (100-119): limits on the nodes and bytes below a
 	// directory, kept in the partition that owns it; see docs/engine.md.
 	Method_QUOTA_SET    Method = 100 // QuotaSetRequest -> QuotaReply (mutation): set or change a directory's limits
@@ -229,6 +235,9 @@ var (
 		49:  "GROUP_TRANSFER",
 		50:  "GROUP_ADD",
 		51:  "GROUP_REMOVE",
+		55:  "HOST_START",
+		56:  "HOST_STOP",
+		57:  "HOST_LIST",
 		100: "QUOTA_SET",
 		101: "QUOTA_GET",
 		102: "QUOTA_LIST",
@@ -318,6 +327,9 @@ var (
 		"GROUP_TRANSFER":      49,
 		"GROUP_ADD":           50,
 		"GROUP_REMOVE":        51,
+		"HOST_START":          55,
+		"HOST_STOP":           56,
+		"HOST_LIST":           57,
 		"QUOTA_SET":           100,
 		"QUOTA_GET":           101,
 		"QUOTA_LIST":          102,
@@ -5827,23 +5839,343 @@ func (x *GroupRemoveRequest) GetId() uint64 {
 	return 0
 }
 
+// HostStartRequest asks a metadata server process to run replica id of
+// partition's group, in a directory of its own and on ports it picks. The
+// others are the group's other replicas (none: the replica bootstraps a
+// group of one); with join, the replica waits to be added by the group's
+// leader (GROUP_ADD) instead of bootstrapping. A replica of that partition
+// and id already run there is answered as it is.
+type HostStartRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partition     uint32                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Id            uint64                 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
+	Others        []*HostPeer            `protobuf:"bytes,3,rep,name=others,proto3" json:"others,omitempty"`
+	Join          bool                   `protobuf:"varint,4,opt,name=join,proto3" json:"join,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HostStartRequest) Reset() {
+	*x = HostStartRequest{}
+	mi := &file_meta_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HostStartRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HostStartRequest) ProtoMessage() {}
+
+func (x *HostStartRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HostStartRequest.ProtoReflect.Descriptor instead.
+func (*HostStartRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *HostStartRequest) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *HostStartRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *HostStartRequest) GetOthers() []*HostPeer {
+	if x != nil {
+		return x.Others
+	}
+	return nil
+}
+
+func (x *HostStartRequest) GetJoin() bool {
+	if x != nil {
+		return x.Join
+	}
+	return false
+}
+
+// HostPeer is one replica of a group, with its two addresses.
+type HostPeer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Addr          string                 `protobuf:"bytes,2,opt,name=addr,proto3" json:"addr,omitempty"`                         // where it serves clients
+	RaftAddr      string                 `protobuf:"bytes,3,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"` // where it talks to the other replicas
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HostPeer) Reset() {
+	*x = HostPeer{}
+	mi := &file_meta_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HostPeer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HostPeer) ProtoMessage() {}
+
+func (x *HostPeer) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HostPeer.ProtoReflect.Descriptor instead.
+func (*HostPeer) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *HostPeer) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *HostPeer) GetAddr() string {
+	if x != nil {
+		return x.Addr
+	}
+	return ""
+}
+
+func (x *HostPeer) GetRaftAddr() string {
+	if x != nil {
+		return x.RaftAddr
+	}
+	return ""
+}
+
+// HostReplica is a replica a process runs for another partition.
+type HostReplica struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partition     uint32                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Id            uint64                 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
+	Addr          string                 `protobuf:"bytes,3,opt,name=addr,proto3" json:"addr,omitempty"`
+	RaftAddr      string                 `protobuf:"bytes,4,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HostReplica) Reset() {
+	*x = HostReplica{}
+	mi := &file_meta_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HostReplica) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HostReplica) ProtoMessage() {}
+
+func (x *HostReplica) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HostReplica.ProtoReflect.Descriptor instead.
+func (*HostReplica) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *HostReplica) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *HostReplica) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *HostReplica) GetAddr() string {
+	if x != nil {
+		return x.Addr
+	}
+	return ""
+}
+
+func (x *HostReplica) GetRaftAddr() string {
+	if x != nil {
+		return x.RaftAddr
+	}
+	return ""
+}
+
+// HostStopRequest names a replica a process runs for another partition.
+type HostStopRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partition     uint32                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Id            uint64                 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HostStopRequest) Reset() {
+	*x = HostStopRequest{}
+	mi := &file_meta_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HostStopRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HostStopRequest) ProtoMessage() {}
+
+func (x *HostStopRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HostStopRequest.ProtoReflect.Descriptor instead.
+func (*HostStopRequest) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *HostStopRequest) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *HostStopRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+// HostListReply lists the replicas a process runs for other partitions,
+// by partition and id.
+type HostListReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Home          uint32                 `protobuf:"varint,1,opt,name=home,proto3" json:"home,omitempty"` // the partition the process was started for
+	Replicas      []*HostReplica         `protobuf:"bytes,2,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	HomeAddr      string                 `protobuf:"bytes,3,opt,name=home_addr,json=homeAddr,proto3" json:"home_addr,omitempty"` // where the process serves its own partition
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HostListReply) Reset() {
+	*x = HostListReply{}
+	mi := &file_meta_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HostListReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HostListReply) ProtoMessage() {}
+
+func (x *HostListReply) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HostListReply.ProtoReflect.Descriptor instead.
+func (*HostListReply) Descriptor() ([]byte, []int) {
+	return file_meta_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *HostListReply) GetHome() uint32 {
+	if x != nil {
+		return x.Home
+	}
+	return 0
+}
+
+func (x *HostListReply) GetReplicas() []*HostReplica {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *HostListReply) GetHomeAddr() string {
+	if x != nil {
+		return x.HomeAddr
+	}
+	return ""
+}
+
 // GroupMember is one replica of a group.
 type GroupMember struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	Addr          string                 `protobuf:"bytes,2,opt,name=addr,proto3" json:"addr,omitempty"`
 	Learner       bool                   `protobuf:"varint,3,opt,name=learner,proto3" json:"learner,omitempty"`
-	Match         uint64                 `protobuf:"varint,4,opt,name=match,proto3" json:"match,omitempty"`   // the leader's view: last index known replicated there
-	Lag           uint64                 `protobuf:"varint,5,opt,name=lag,proto3" json:"lag,omitempty"`       // entries behind the leader's log
-	State         string                 `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`    // probe, replicate, snapshot
-	Active        bool                   `protobuf:"varint,7,opt,name=active,proto3" json:"active,omitempty"` // heard from within the last election timeout
+	Match         uint64                 `protobuf:"varint,4,opt,name=match,proto3" json:"match,omitempty"`                      // the leader's view: last index known replicated there
+	Lag           uint64                 `protobuf:"varint,5,opt,name=lag,proto3" json:"lag,omitempty"`                          // entries behind the leader's log
+	State         string                 `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`                       // probe, replicate, snapshot
+	Active        bool                   `protobuf:"varint,7,opt,name=active,proto3" json:"active,omitempty"`                    // heard from within the last election timeout
+	RaftAddr      string                 `protobuf:"bytes,8,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"` // where it talks to the other replicas
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_meta_proto_msgTypes[71]
+	mi := &file_meta_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5855,7 +6187,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[71]
+	mi := &file_meta_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5868,7 +6200,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{71}
+	return file_meta_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *GroupMember) GetId() uint64 {
@@ -5920,6 +6252,13 @@ func (x *GroupMember) GetActive() bool {
 	return false
 }
 
+func (x *GroupMember) GetRaftAddr() string {
+	if x != nil {
+		return x.RaftAddr
+	}
+	return ""
+}
+
 // QuotaSetRequest names a directory and its new limits (0: no limit).
 type QuotaSetRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -5933,7 +6272,7 @@ type QuotaSetRequest struct {
 
 func (x *QuotaSetRequest) Reset() {
 	*x = QuotaSetRequest{}
-	mi := &file_meta_proto_msgTypes[72]
+	mi := &file_meta_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5945,7 +6284,7 @@ func (x *QuotaSetRequest) String() string {
 func (*QuotaSetRequest) ProtoMessage() {}
 
 func (x *QuotaSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[72]
+	mi := &file_meta_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5958,7 +6297,7 @@ func (x *QuotaSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaSetRequest.ProtoReflect.Descriptor instead.
 func (*QuotaSetRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{72}
+	return file_meta_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *QuotaSetRequest) GetIno() uint64 {
@@ -6004,7 +6343,7 @@ type Quota struct {
 
 func (x *Quota) Reset() {
 	*x = Quota{}
-	mi := &file_meta_proto_msgTypes[73]
+	mi := &file_meta_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6016,7 +6355,7 @@ func (x *Quota) String() string {
 func (*Quota) ProtoMessage() {}
 
 func (x *Quota) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[73]
+	mi := &file_meta_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6029,7 +6368,7 @@ func (x *Quota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quota.ProtoReflect.Descriptor instead.
 func (*Quota) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{73}
+	return file_meta_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *Quota) GetDir() uint64 {
@@ -6083,7 +6422,7 @@ type QuotaReply struct {
 
 func (x *QuotaReply) Reset() {
 	*x = QuotaReply{}
-	mi := &file_meta_proto_msgTypes[74]
+	mi := &file_meta_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6095,7 +6434,7 @@ func (x *QuotaReply) String() string {
 func (*QuotaReply) ProtoMessage() {}
 
 func (x *QuotaReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[74]
+	mi := &file_meta_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6108,7 +6447,7 @@ func (x *QuotaReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaReply.ProtoReflect.Descriptor instead.
 func (*QuotaReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{74}
+	return file_meta_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *QuotaReply) GetQuota() *Quota {
@@ -6127,7 +6466,7 @@ type QuotaListReply struct {
 
 func (x *QuotaListReply) Reset() {
 	*x = QuotaListReply{}
-	mi := &file_meta_proto_msgTypes[75]
+	mi := &file_meta_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6139,7 +6478,7 @@ func (x *QuotaListReply) String() string {
 func (*QuotaListReply) ProtoMessage() {}
 
 func (x *QuotaListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[75]
+	mi := &file_meta_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6152,7 +6491,7 @@ func (x *QuotaListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaListReply.ProtoReflect.Descriptor instead.
 func (*QuotaListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{75}
+	return file_meta_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *QuotaListReply) GetQuotas() []*Quota {
@@ -6174,7 +6513,7 @@ type QuotaMismatch struct {
 
 func (x *QuotaMismatch) Reset() {
 	*x = QuotaMismatch{}
-	mi := &file_meta_proto_msgTypes[76]
+	mi := &file_meta_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6186,7 +6525,7 @@ func (x *QuotaMismatch) String() string {
 func (*QuotaMismatch) ProtoMessage() {}
 
 func (x *QuotaMismatch) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[76]
+	mi := &file_meta_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6199,7 +6538,7 @@ func (x *QuotaMismatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaMismatch.ProtoReflect.Descriptor instead.
 func (*QuotaMismatch) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{76}
+	return file_meta_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *QuotaMismatch) GetQuota() *Quota {
@@ -6233,7 +6572,7 @@ type QuotaCheckReply struct {
 
 func (x *QuotaCheckReply) Reset() {
 	*x = QuotaCheckReply{}
-	mi := &file_meta_proto_msgTypes[77]
+	mi := &file_meta_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6245,7 +6584,7 @@ func (x *QuotaCheckReply) String() string {
 func (*QuotaCheckReply) ProtoMessage() {}
 
 func (x *QuotaCheckReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[77]
+	mi := &file_meta_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6258,7 +6597,7 @@ func (x *QuotaCheckReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaCheckReply.ProtoReflect.Descriptor instead.
 func (*QuotaCheckReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{77}
+	return file_meta_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *QuotaCheckReply) GetQuotas() uint32 {
@@ -6298,7 +6637,7 @@ type OwnerQuotaSetRequest struct {
 
 func (x *OwnerQuotaSetRequest) Reset() {
 	*x = OwnerQuotaSetRequest{}
-	mi := &file_meta_proto_msgTypes[78]
+	mi := &file_meta_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6310,7 +6649,7 @@ func (x *OwnerQuotaSetRequest) String() string {
 func (*OwnerQuotaSetRequest) ProtoMessage() {}
 
 func (x *OwnerQuotaSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[78]
+	mi := &file_meta_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6323,7 +6662,7 @@ func (x *OwnerQuotaSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuotaSetRequest.ProtoReflect.Descriptor instead.
 func (*OwnerQuotaSetRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{78}
+	return file_meta_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *OwnerQuotaSetRequest) GetIno() uint64 {
@@ -6397,7 +6736,7 @@ type OwnerQuotaRequest struct {
 
 func (x *OwnerQuotaRequest) Reset() {
 	*x = OwnerQuotaRequest{}
-	mi := &file_meta_proto_msgTypes[79]
+	mi := &file_meta_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6409,7 +6748,7 @@ func (x *OwnerQuotaRequest) String() string {
 func (*OwnerQuotaRequest) ProtoMessage() {}
 
 func (x *OwnerQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[79]
+	mi := &file_meta_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6422,7 +6761,7 @@ func (x *OwnerQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuotaRequest.ProtoReflect.Descriptor instead.
 func (*OwnerQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{79}
+	return file_meta_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *OwnerQuotaRequest) GetIno() uint64 {
@@ -6471,7 +6810,7 @@ type OwnerQuotaAdjustRequest struct {
 
 func (x *OwnerQuotaAdjustRequest) Reset() {
 	*x = OwnerQuotaAdjustRequest{}
-	mi := &file_meta_proto_msgTypes[80]
+	mi := &file_meta_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6483,7 +6822,7 @@ func (x *OwnerQuotaAdjustRequest) String() string {
 func (*OwnerQuotaAdjustRequest) ProtoMessage() {}
 
 func (x *OwnerQuotaAdjustRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[80]
+	mi := &file_meta_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6496,7 +6835,7 @@ func (x *OwnerQuotaAdjustRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuotaAdjustRequest.ProtoReflect.Descriptor instead.
 func (*OwnerQuotaAdjustRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{80}
+	return file_meta_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *OwnerQuotaAdjustRequest) GetIno() uint64 {
@@ -6557,7 +6896,7 @@ type OwnerQuota struct {
 
 func (x *OwnerQuota) Reset() {
 	*x = OwnerQuota{}
-	mi := &file_meta_proto_msgTypes[81]
+	mi := &file_meta_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6569,7 +6908,7 @@ func (x *OwnerQuota) String() string {
 func (*OwnerQuota) ProtoMessage() {}
 
 func (x *OwnerQuota) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[81]
+	mi := &file_meta_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6582,7 +6921,7 @@ func (x *OwnerQuota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuota.ProtoReflect.Descriptor instead.
 func (*OwnerQuota) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{81}
+	return file_meta_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *OwnerQuota) GetKind() uint32 {
@@ -6643,7 +6982,7 @@ type OwnerQuotaReply struct {
 
 func (x *OwnerQuotaReply) Reset() {
 	*x = OwnerQuotaReply{}
-	mi := &file_meta_proto_msgTypes[82]
+	mi := &file_meta_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6655,7 +6994,7 @@ func (x *OwnerQuotaReply) String() string {
 func (*OwnerQuotaReply) ProtoMessage() {}
 
 func (x *OwnerQuotaReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[82]
+	mi := &file_meta_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6668,7 +7007,7 @@ func (x *OwnerQuotaReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuotaReply.ProtoReflect.Descriptor instead.
 func (*OwnerQuotaReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{82}
+	return file_meta_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *OwnerQuotaReply) GetQuota() *OwnerQuota {
@@ -6687,7 +7026,7 @@ type OwnerQuotaListReply struct {
 
 func (x *OwnerQuotaListReply) Reset() {
 	*x = OwnerQuotaListReply{}
-	mi := &file_meta_proto_msgTypes[83]
+	mi := &file_meta_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6699,7 +7038,7 @@ func (x *OwnerQuotaListReply) String() string {
 func (*OwnerQuotaListReply) ProtoMessage() {}
 
 func (x *OwnerQuotaListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[83]
+	mi := &file_meta_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6712,7 +7051,7 @@ func (x *OwnerQuotaListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuotaListReply.ProtoReflect.Descriptor instead.
 func (*OwnerQuotaListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{83}
+	return file_meta_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *OwnerQuotaListReply) GetQuotas() []*OwnerQuota {
@@ -6733,7 +7072,7 @@ type OwnerQuotaMismatch struct {
 
 func (x *OwnerQuotaMismatch) Reset() {
 	*x = OwnerQuotaMismatch{}
-	mi := &file_meta_proto_msgTypes[84]
+	mi := &file_meta_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6745,7 +7084,7 @@ func (x *OwnerQuotaMismatch) String() string {
 func (*OwnerQuotaMismatch) ProtoMessage() {}
 
 func (x *OwnerQuotaMismatch) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[84]
+	mi := &file_meta_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6758,7 +7097,7 @@ func (x *OwnerQuotaMismatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuotaMismatch.ProtoReflect.Descriptor instead.
 func (*OwnerQuotaMismatch) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{84}
+	return file_meta_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *OwnerQuotaMismatch) GetQuota() *OwnerQuota {
@@ -6792,7 +7131,7 @@ type OwnerQuotaCheckReply struct {
 
 func (x *OwnerQuotaCheckReply) Reset() {
 	*x = OwnerQuotaCheckReply{}
-	mi := &file_meta_proto_msgTypes[85]
+	mi := &file_meta_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6804,7 +7143,7 @@ func (x *OwnerQuotaCheckReply) String() string {
 func (*OwnerQuotaCheckReply) ProtoMessage() {}
 
 func (x *OwnerQuotaCheckReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[85]
+	mi := &file_meta_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6817,7 +7156,7 @@ func (x *OwnerQuotaCheckReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerQuotaCheckReply.ProtoReflect.Descriptor instead.
 func (*OwnerQuotaCheckReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{85}
+	return file_meta_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *OwnerQuotaCheckReply) GetQuotas() uint32 {
@@ -6852,7 +7191,7 @@ type TrashEntry struct {
 
 func (x *TrashEntry) Reset() {
 	*x = TrashEntry{}
-	mi := &file_meta_proto_msgTypes[86]
+	mi := &file_meta_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6864,7 +7203,7 @@ func (x *TrashEntry) String() string {
 func (*TrashEntry) ProtoMessage() {}
 
 func (x *TrashEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[86]
+	mi := &file_meta_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6877,7 +7216,7 @@ func (x *TrashEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashEntry.ProtoReflect.Descriptor instead.
 func (*TrashEntry) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{86}
+	return file_meta_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *TrashEntry) GetHour() string {
@@ -6955,7 +7294,7 @@ type TrashListReply struct {
 
 func (x *TrashListReply) Reset() {
 	*x = TrashListReply{}
-	mi := &file_meta_proto_msgTypes[87]
+	mi := &file_meta_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6967,7 +7306,7 @@ func (x *TrashListReply) String() string {
 func (*TrashListReply) ProtoMessage() {}
 
 func (x *TrashListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[87]
+	mi := &file_meta_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6980,7 +7319,7 @@ func (x *TrashListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashListReply.ProtoReflect.Descriptor instead.
 func (*TrashListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{87}
+	return file_meta_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *TrashListReply) GetEntries() []*TrashEntry {
@@ -7025,7 +7364,7 @@ type TrashRestoreRequest struct {
 
 func (x *TrashRestoreRequest) Reset() {
 	*x = TrashRestoreRequest{}
-	mi := &file_meta_proto_msgTypes[88]
+	mi := &file_meta_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7037,7 +7376,7 @@ func (x *TrashRestoreRequest) String() string {
 func (*TrashRestoreRequest) ProtoMessage() {}
 
 func (x *TrashRestoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[88]
+	mi := &file_meta_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7050,7 +7389,7 @@ func (x *TrashRestoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashRestoreRequest.ProtoReflect.Descriptor instead.
 func (*TrashRestoreRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{88}
+	return file_meta_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *TrashRestoreRequest) GetIno() uint64 {
@@ -7091,7 +7430,7 @@ type TrashRestoreReply struct {
 
 func (x *TrashRestoreReply) Reset() {
 	*x = TrashRestoreReply{}
-	mi := &file_meta_proto_msgTypes[89]
+	mi := &file_meta_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7103,7 +7442,7 @@ func (x *TrashRestoreReply) String() string {
 func (*TrashRestoreReply) ProtoMessage() {}
 
 func (x *TrashRestoreReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[89]
+	mi := &file_meta_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7116,7 +7455,7 @@ func (x *TrashRestoreReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashRestoreReply.ProtoReflect.Descriptor instead.
 func (*TrashRestoreReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{89}
+	return file_meta_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *TrashRestoreReply) GetPaths() []string {
@@ -7147,7 +7486,7 @@ type TrashPurgeRequest struct {
 
 func (x *TrashPurgeRequest) Reset() {
 	*x = TrashPurgeRequest{}
-	mi := &file_meta_proto_msgTypes[90]
+	mi := &file_meta_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7159,7 +7498,7 @@ func (x *TrashPurgeRequest) String() string {
 func (*TrashPurgeRequest) ProtoMessage() {}
 
 func (x *TrashPurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[90]
+	mi := &file_meta_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7172,7 +7511,7 @@ func (x *TrashPurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashPurgeRequest.ProtoReflect.Descriptor instead.
 func (*TrashPurgeRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{90}
+	return file_meta_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *TrashPurgeRequest) GetIno() uint64 {
@@ -7213,7 +7552,7 @@ type TrashPurgeReply struct {
 
 func (x *TrashPurgeReply) Reset() {
 	*x = TrashPurgeReply{}
-	mi := &file_meta_proto_msgTypes[91]
+	mi := &file_meta_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7225,7 +7564,7 @@ func (x *TrashPurgeReply) String() string {
 func (*TrashPurgeReply) ProtoMessage() {}
 
 func (x *TrashPurgeReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[91]
+	mi := &file_meta_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7238,7 +7577,7 @@ func (x *TrashPurgeReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrashPurgeReply.ProtoReflect.Descriptor instead.
 func (*TrashPurgeReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{91}
+	return file_meta_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *TrashPurgeReply) GetFiles() uint64 {
@@ -7287,7 +7626,7 @@ type XNode struct {
 
 func (x *XNode) Reset() {
 	*x = XNode{}
-	mi := &file_meta_proto_msgTypes[92]
+	mi := &file_meta_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7299,7 +7638,7 @@ func (x *XNode) String() string {
 func (*XNode) ProtoMessage() {}
 
 func (x *XNode) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[92]
+	mi := &file_meta_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7312,7 +7651,7 @@ func (x *XNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XNode.ProtoReflect.Descriptor instead.
 func (*XNode) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{92}
+	return file_meta_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *XNode) GetMode() uint32 {
@@ -7423,7 +7762,7 @@ type XEntry struct {
 
 func (x *XEntry) Reset() {
 	*x = XEntry{}
-	mi := &file_meta_proto_msgTypes[93]
+	mi := &file_meta_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7435,7 +7774,7 @@ func (x *XEntry) String() string {
 func (*XEntry) ProtoMessage() {}
 
 func (x *XEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[93]
+	mi := &file_meta_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7448,7 +7787,7 @@ func (x *XEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XEntry.ProtoReflect.Descriptor instead.
 func (*XEntry) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{93}
+	return file_meta_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *XEntry) GetName() string {
@@ -7475,7 +7814,7 @@ type XXattr struct {
 
 func (x *XXattr) Reset() {
 	*x = XXattr{}
-	mi := &file_meta_proto_msgTypes[94]
+	mi := &file_meta_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7487,7 +7826,7 @@ func (x *XXattr) String() string {
 func (*XXattr) ProtoMessage() {}
 
 func (x *XXattr) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[94]
+	mi := &file_meta_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7500,7 +7839,7 @@ func (x *XXattr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XXattr.ProtoReflect.Descriptor instead.
 func (*XXattr) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{94}
+	return file_meta_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *XXattr) GetName() string {
@@ -7527,7 +7866,7 @@ type XChunk struct {
 
 func (x *XChunk) Reset() {
 	*x = XChunk{}
-	mi := &file_meta_proto_msgTypes[95]
+	mi := &file_meta_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7539,7 +7878,7 @@ func (x *XChunk) String() string {
 func (*XChunk) ProtoMessage() {}
 
 func (x *XChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[95]
+	mi := &file_meta_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7552,7 +7891,7 @@ func (x *XChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XChunk.ProtoReflect.Descriptor instead.
 func (*XChunk) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{95}
+	return file_meta_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *XChunk) GetIndex() uint32 {
@@ -7582,7 +7921,7 @@ type XSlice struct {
 
 func (x *XSlice) Reset() {
 	*x = XSlice{}
-	mi := &file_meta_proto_msgTypes[96]
+	mi := &file_meta_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7594,7 +7933,7 @@ func (x *XSlice) String() string {
 func (*XSlice) ProtoMessage() {}
 
 func (x *XSlice) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[96]
+	mi := &file_meta_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7607,7 +7946,7 @@ func (x *XSlice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XSlice.ProtoReflect.Descriptor instead.
 func (*XSlice) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{96}
+	return file_meta_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *XSlice) GetId() uint64 {
@@ -7671,7 +8010,7 @@ type XPrepareRequest struct {
 
 func (x *XPrepareRequest) Reset() {
 	*x = XPrepareRequest{}
-	mi := &file_meta_proto_msgTypes[97]
+	mi := &file_meta_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7683,7 +8022,7 @@ func (x *XPrepareRequest) String() string {
 func (*XPrepareRequest) ProtoMessage() {}
 
 func (x *XPrepareRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[97]
+	mi := &file_meta_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7696,7 +8035,7 @@ func (x *XPrepareRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XPrepareRequest.ProtoReflect.Descriptor instead.
 func (*XPrepareRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{97}
+	return file_meta_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *XPrepareRequest) GetParent() uint64 {
@@ -7786,7 +8125,7 @@ type XPrepareReply struct {
 
 func (x *XPrepareReply) Reset() {
 	*x = XPrepareReply{}
-	mi := &file_meta_proto_msgTypes[98]
+	mi := &file_meta_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7798,7 +8137,7 @@ func (x *XPrepareReply) String() string {
 func (*XPrepareReply) ProtoMessage() {}
 
 func (x *XPrepareReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[98]
+	mi := &file_meta_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7811,7 +8150,7 @@ func (x *XPrepareReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XPrepareReply.ProtoReflect.Descriptor instead.
 func (*XPrepareReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{98}
+	return file_meta_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *XPrepareReply) GetDir() bool {
@@ -7869,7 +8208,7 @@ type XIntentRequest struct {
 
 func (x *XIntentRequest) Reset() {
 	*x = XIntentRequest{}
-	mi := &file_meta_proto_msgTypes[99]
+	mi := &file_meta_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7881,7 +8220,7 @@ func (x *XIntentRequest) String() string {
 func (*XIntentRequest) ProtoMessage() {}
 
 func (x *XIntentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[99]
+	mi := &file_meta_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7894,7 +8233,7 @@ func (x *XIntentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XIntentRequest.ProtoReflect.Descriptor instead.
 func (*XIntentRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{99}
+	return file_meta_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *XIntentRequest) GetIno() uint64 {
@@ -7934,7 +8273,7 @@ type XIntentReply struct {
 
 func (x *XIntentReply) Reset() {
 	*x = XIntentReply{}
-	mi := &file_meta_proto_msgTypes[100]
+	mi := &file_meta_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7946,7 +8285,7 @@ func (x *XIntentReply) String() string {
 func (*XIntentReply) ProtoMessage() {}
 
 func (x *XIntentReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[100]
+	mi := &file_meta_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7959,7 +8298,7 @@ func (x *XIntentReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XIntentReply.ProtoReflect.Descriptor instead.
 func (*XIntentReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{100}
+	return file_meta_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *XIntentReply) GetState() uint32 {
@@ -7985,7 +8324,7 @@ type XIntent struct {
 
 func (x *XIntent) Reset() {
 	*x = XIntent{}
-	mi := &file_meta_proto_msgTypes[101]
+	mi := &file_meta_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7997,7 +8336,7 @@ func (x *XIntent) String() string {
 func (*XIntent) ProtoMessage() {}
 
 func (x *XIntent) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[101]
+	mi := &file_meta_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8010,7 +8349,7 @@ func (x *XIntent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XIntent.ProtoReflect.Descriptor instead.
 func (*XIntent) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{101}
+	return file_meta_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *XIntent) GetId() []byte {
@@ -8078,7 +8417,7 @@ type XIntentListReply struct {
 
 func (x *XIntentListReply) Reset() {
 	*x = XIntentListReply{}
-	mi := &file_meta_proto_msgTypes[102]
+	mi := &file_meta_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8090,7 +8429,7 @@ func (x *XIntentListReply) String() string {
 func (*XIntentListReply) ProtoMessage() {}
 
 func (x *XIntentListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[102]
+	mi := &file_meta_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8103,7 +8442,7 @@ func (x *XIntentListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use XIntentListReply.ProtoReflect.Descriptor instead.
 func (*XIntentListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{102}
+	return file_meta_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *XIntentListReply) GetIntents() []*XIntent {
@@ -8126,7 +8465,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_meta_proto_msgTypes[103]
+	mi := &file_meta_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8138,7 +8477,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[103]
+	mi := &file_meta_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8151,7 +8490,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{103}
+	return file_meta_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *SnapshotRequest) GetIno() uint64 {
@@ -8190,7 +8529,7 @@ type SnapshotInfo struct {
 
 func (x *SnapshotInfo) Reset() {
 	*x = SnapshotInfo{}
-	mi := &file_meta_proto_msgTypes[104]
+	mi := &file_meta_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8202,7 +8541,7 @@ func (x *SnapshotInfo) String() string {
 func (*SnapshotInfo) ProtoMessage() {}
 
 func (x *SnapshotInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[104]
+	mi := &file_meta_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8215,7 +8554,7 @@ func (x *SnapshotInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotInfo.ProtoReflect.Descriptor instead.
 func (*SnapshotInfo) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{104}
+	return file_meta_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *SnapshotInfo) GetName() string {
@@ -8269,7 +8608,7 @@ type SnapshotReply struct {
 
 func (x *SnapshotReply) Reset() {
 	*x = SnapshotReply{}
-	mi := &file_meta_proto_msgTypes[105]
+	mi := &file_meta_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8281,7 +8620,7 @@ func (x *SnapshotReply) String() string {
 func (*SnapshotReply) ProtoMessage() {}
 
 func (x *SnapshotReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[105]
+	mi := &file_meta_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8294,7 +8633,7 @@ func (x *SnapshotReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotReply.ProtoReflect.Descriptor instead.
 func (*SnapshotReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{105}
+	return file_meta_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *SnapshotReply) GetSnapshot() *SnapshotInfo {
@@ -8313,7 +8652,7 @@ type SnapshotListReply struct {
 
 func (x *SnapshotListReply) Reset() {
 	*x = SnapshotListReply{}
-	mi := &file_meta_proto_msgTypes[106]
+	mi := &file_meta_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8325,7 +8664,7 @@ func (x *SnapshotListReply) String() string {
 func (*SnapshotListReply) ProtoMessage() {}
 
 func (x *SnapshotListReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[106]
+	mi := &file_meta_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8338,7 +8677,7 @@ func (x *SnapshotListReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotListReply.ProtoReflect.Descriptor instead.
 func (*SnapshotListReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{106}
+	return file_meta_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *SnapshotListReply) GetSnapshots() []*SnapshotInfo {
@@ -8362,7 +8701,7 @@ type SnapshotDiffRequest struct {
 
 func (x *SnapshotDiffRequest) Reset() {
 	*x = SnapshotDiffRequest{}
-	mi := &file_meta_proto_msgTypes[107]
+	mi := &file_meta_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8374,7 +8713,7 @@ func (x *SnapshotDiffRequest) String() string {
 func (*SnapshotDiffRequest) ProtoMessage() {}
 
 func (x *SnapshotDiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[107]
+	mi := &file_meta_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8387,7 +8726,7 @@ func (x *SnapshotDiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDiffRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotDiffRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{107}
+	return file_meta_proto_rawDescGZIP(), []int{112}
 }
 
 func (x *SnapshotDiffRequest) GetIno() uint64 {
@@ -8432,7 +8771,7 @@ type SnapshotChange struct {
 
 func (x *SnapshotChange) Reset() {
 	*x = SnapshotChange{}
-	mi := &file_meta_proto_msgTypes[108]
+	mi := &file_meta_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8444,7 +8783,7 @@ func (x *SnapshotChange) String() string {
 func (*SnapshotChange) ProtoMessage() {}
 
 func (x *SnapshotChange) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[108]
+	mi := &file_meta_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8457,7 +8796,7 @@ func (x *SnapshotChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChange.ProtoReflect.Descriptor instead.
 func (*SnapshotChange) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{108}
+	return file_meta_proto_rawDescGZIP(), []int{113}
 }
 
 func (x *SnapshotChange) GetOp() string {
@@ -8491,7 +8830,7 @@ type SnapshotDiffReply struct {
 
 func (x *SnapshotDiffReply) Reset() {
 	*x = SnapshotDiffReply{}
-	mi := &file_meta_proto_msgTypes[109]
+	mi := &file_meta_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8503,7 +8842,7 @@ func (x *SnapshotDiffReply) String() string {
 func (*SnapshotDiffReply) ProtoMessage() {}
 
 func (x *SnapshotDiffReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[109]
+	mi := &file_meta_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8516,7 +8855,7 @@ func (x *SnapshotDiffReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDiffReply.ProtoReflect.Descriptor instead.
 func (*SnapshotDiffReply) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{109}
+	return file_meta_proto_rawDescGZIP(), []int{114}
 }
 
 func (x *SnapshotDiffReply) GetChanges() []*SnapshotChange {
@@ -8548,7 +8887,7 @@ type CloneRequest struct {
 
 func (x *CloneRequest) Reset() {
 	*x = CloneRequest{}
-	mi := &file_meta_proto_msgTypes[110]
+	mi := &file_meta_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8560,7 +8899,7 @@ func (x *CloneRequest) String() string {
 func (*CloneRequest) ProtoMessage() {}
 
 func (x *CloneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_proto_msgTypes[110]
+	mi := &file_meta_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8573,7 +8912,7 @@ func (x *CloneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloneRequest.ProtoReflect.Descriptor instead.
 func (*CloneRequest) Descriptor() ([]byte, []int) {
-	return file_meta_proto_rawDescGZIP(), []int{110}
+	return file_meta_proto_rawDescGZIP(), []int{115}
 }
 
 func (x *CloneRequest) GetIno() uint64 {
@@ -9070,7 +9409,28 @@ const file_meta_proto_rawDesc = "" +
 	"\alearner\x18\x0e \x01(\bR\alearner\"$\n" +
 	"\x12GroupRemoveRequest\x12\x0e\n" +
 	"\x02id\x18\n" +
-	" \x01(\x04R\x02id\"\xa1\x01\n" +
+	" \x01(\x04R\x02id\"\x86\x01\n" +
+	"\x10HostStartRequest\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\x120\n" +
+	"\x06others\x18\x03 \x03(\v2\x18.canopy.meta.v1.HostPeerR\x06others\x12\x12\n" +
+	"\x04join\x18\x04 \x01(\bR\x04join\"K\n" +
+	"\bHostPeer\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
+	"\x04addr\x18\x02 \x01(\tR\x04addr\x12\x1b\n" +
+	"\traft_addr\x18\x03 \x01(\tR\braftAddr\"l\n" +
+	"\vHostReplica\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\x12\x12\n" +
+	"\x04addr\x18\x03 \x01(\tR\x04addr\x12\x1b\n" +
+	"\traft_addr\x18\x04 \x01(\tR\braftAddr\"?\n" +
+	"\x0fHostStopRequest\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\"y\n" +
+	"\rHostListReply\x12\x12\n" +
+	"\x04home\x18\x01 \x01(\rR\x04home\x127\n" +
+	"\breplicas\x18\x02 \x03(\v2\x1b.canopy.meta.v1.HostReplicaR\breplicas\x12\x1b\n" +
+	"\thome_addr\x18\x03 \x01(\tR\bhomeAddr\"\xbe\x01\n" +
 	"\vGroupMember\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\x12\x18\n" +
@@ -9078,7 +9438,8 @@ const file_meta_proto_rawDesc = "" +
 	"\x05match\x18\x04 \x01(\x04R\x05match\x12\x10\n" +
 	"\x03lag\x18\x05 \x01(\x04R\x03lag\x12\x14\n" +
 	"\x05state\x18\x06 \x01(\tR\x05state\x12\x16\n" +
-	"\x06active\x18\a \x01(\bR\x06active\"q\n" +
+	"\x06active\x18\a \x01(\bR\x06active\x12\x1b\n" +
+	"\traft_addr\x18\b \x01(\tR\braftAddr\"q\n" +
 	"\x0fQuotaSetRequest\x12\x10\n" +
 	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1b\n" +
@@ -9302,7 +9663,7 @@ const file_meta_proto_rawDesc = "" +
 	"\n" +
 	"new_parent\x18\x04 \x01(\x04R\tnewParent\x12\x19\n" +
 	"\bnew_path\x18\x05 \x01(\tR\anewPath\x12\x19\n" +
-	"\bnew_name\x18\x06 \x01(\tR\anewName*\x81\v\n" +
+	"\bnew_name\x18\x06 \x01(\tR\anewName*\xaf\v\n" +
 	"\x06Method\x12\x16\n" +
 	"\x12METHOD_UNSPECIFIED\x10\x00\x12\b\n" +
 	"\x04NULL\x10\x01\x12\n" +
@@ -9374,7 +9735,11 @@ const file_meta_proto_rawDesc = "" +
 	"\fGROUP_STATUS\x100\x12\x12\n" +
 	"\x0eGROUP_TRANSFER\x101\x12\r\n" +
 	"\tGROUP_ADD\x102\x12\x10\n" +
-	"\fGROUP_REMOVE\x103\x12\r\n" +
+	"\fGROUP_REMOVE\x103\x12\x0e\n" +
+	"\n" +
+	"HOST_START\x107\x12\r\n" +
+	"\tHOST_STOP\x108\x12\r\n" +
+	"\tHOST_LIST\x109\x12\r\n" +
 	"\tQUOTA_SET\x10d\x12\r\n" +
 	"\tQUOTA_GET\x10e\x12\x0e\n" +
 	"\n" +
@@ -9444,7 +9809,7 @@ func file_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 111)
+var file_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 116)
 var file_meta_proto_goTypes = []any{
 	(Method)(0),                     // 0: canopy.meta.v1.Method
 	(SetattrMask)(0),                // 1: canopy.meta.v1.SetattrMask
@@ -9522,46 +9887,51 @@ var file_meta_proto_goTypes = []any{
 	(*GroupTransferRequest)(nil),    // 73: canopy.meta.v1.GroupTransferRequest
 	(*GroupAddRequest)(nil),         // 74: canopy.meta.v1.GroupAddRequest
 	(*GroupRemoveRequest)(nil),      // 75: canopy.meta.v1.GroupRemoveRequest
-	(*GroupMember)(nil),             // 76: canopy.meta.v1.GroupMember
-	(*QuotaSetRequest)(nil),         // 77: canopy.meta.v1.QuotaSetRequest
-	(*Quota)(nil),                   // 78: canopy.meta.v1.Quota
-	(*QuotaReply)(nil),              // 79: canopy.meta.v1.QuotaReply
-	(*QuotaListReply)(nil),          // 80: canopy.meta.v1.QuotaListReply
-	(*QuotaMismatch)(nil),           // 81: canopy.meta.v1.QuotaMismatch
-	(*QuotaCheckReply)(nil),         // 82: canopy.meta.v1.QuotaCheckReply
-	(*OwnerQuotaSetRequest)(nil),    // 83: canopy.meta.v1.OwnerQuotaSetRequest
-	(*OwnerQuotaRequest)(nil),       // 84: canopy.meta.v1.OwnerQuotaRequest
-	(*OwnerQuotaAdjustRequest)(nil), // 85: canopy.meta.v1.OwnerQuotaAdjustRequest
-	(*OwnerQuota)(nil),              // 86: canopy.meta.v1.OwnerQuota
-	(*OwnerQuotaReply)(nil),         // 87: canopy.meta.v1.OwnerQuotaReply
-	(*OwnerQuotaListReply)(nil),     // 88: canopy.meta.v1.OwnerQuotaListReply
-	(*OwnerQuotaMismatch)(nil),      // 89: canopy.meta.v1.OwnerQuotaMismatch
-	(*OwnerQuotaCheckReply)(nil),    // 90: canopy.meta.v1.OwnerQuotaCheckReply
-	(*TrashEntry)(nil),              // 91: canopy.meta.v1.TrashEntry
-	(*TrashListReply)(nil),          // 92: canopy.meta.v1.TrashListReply
-	(*TrashRestoreRequest)(nil),     // 93: canopy.meta.v1.TrashRestoreRequest
-	(*TrashRestoreReply)(nil),       // 94: canopy.meta.v1.TrashRestoreReply
-	(*TrashPurgeRequest)(nil),       // 95: canopy.meta.v1.TrashPurgeRequest
-	(*TrashPurgeReply)(nil),         // 96: canopy.meta.v1.TrashPurgeReply
-	(*XNode)(nil),                   // 97: canopy.meta.v1.XNode
-	(*XEntry)(nil),                  // 98: canopy.meta.v1.XEntry
-	(*XXattr)(nil),                  // 99: canopy.meta.v1.XXattr
-	(*XChunk)(nil),                  // 100: canopy.meta.v1.XChunk
-	(*XSlice)(nil),                  // 101: canopy.meta.v1.XSlice
-	(*XPrepareRequest)(nil),         // 102: canopy.meta.v1.XPrepareRequest
-	(*XPrepareReply)(nil),           // 103: canopy.meta.v1.XPrepareReply
-	(*XIntentRequest)(nil),          // 104: canopy.meta.v1.XIntentRequest
-	(*XIntentReply)(nil),            // 105: canopy.meta.v1.XIntentReply
-	(*XIntent)(nil),                 // 106: canopy.meta.v1.XIntent
-	(*XIntentListReply)(nil),        // 107: canopy.meta.v1.XIntentListReply
-	(*SnapshotRequest)(nil),         // 108: canopy.meta.v1.SnapshotRequest
-	(*SnapshotInfo)(nil),            // 109: canopy.meta.v1.SnapshotInfo
-	(*SnapshotReply)(nil),           // 110: canopy.meta.v1.SnapshotReply
-	(*SnapshotListReply)(nil),       // 111: canopy.meta.v1.SnapshotListReply
-	(*SnapshotDiffRequest)(nil),     // 112: canopy.meta.v1.SnapshotDiffRequest
-	(*SnapshotChange)(nil),          // 113: canopy.meta.v1.SnapshotChange
-	(*SnapshotDiffReply)(nil),       // 114: canopy.meta.v1.SnapshotDiffReply
-	(*CloneRequest)(nil),            // 115: canopy.meta.v1.CloneRequest
+	(*HostStartRequest)(nil),        // 76: canopy.meta.v1.HostStartRequest
+	(*HostPeer)(nil),                // 77: canopy.meta.v1.HostPeer
+	(*HostReplica)(nil),             // 78: canopy.meta.v1.HostReplica
+	(*HostStopRequest)(nil),         // 79: canopy.meta.v1.HostStopRequest
+	(*HostListReply)(nil),           // 80: canopy.meta.v1.HostListReply
+	(*GroupMember)(nil),             // 81: canopy.meta.v1.GroupMember
+	(*QuotaSetRequest)(nil),         // 82: canopy.meta.v1.QuotaSetRequest
+	(*Quota)(nil),                   // 83: canopy.meta.v1.Quota
+	(*QuotaReply)(nil),              // 84: canopy.meta.v1.QuotaReply
+	(*QuotaListReply)(nil),          // 85: canopy.meta.v1.QuotaListReply
+	(*QuotaMismatch)(nil),           // 86: canopy.meta.v1.QuotaMismatch
+	(*QuotaCheckReply)(nil),         // 87: canopy.meta.v1.QuotaCheckReply
+	(*OwnerQuotaSetRequest)(nil),    // 88: canopy.meta.v1.OwnerQuotaSetRequest
+	(*OwnerQuotaRequest)(nil),       // 89: canopy.meta.v1.OwnerQuotaRequest
+	(*OwnerQuotaAdjustRequest)(nil), // 90: canopy.meta.v1.OwnerQuotaAdjustRequest
+	(*OwnerQuota)(nil),              // 91: canopy.meta.v1.OwnerQuota
+	(*OwnerQuotaReply)(nil),         // 92: canopy.meta.v1.OwnerQuotaReply
+	(*OwnerQuotaListReply)(nil),     // 93: canopy.meta.v1.OwnerQuotaListReply
+	(*OwnerQuotaMismatch)(nil),      // 94: canopy.meta.v1.OwnerQuotaMismatch
+	(*OwnerQuotaCheckReply)(nil),    // 95: canopy.meta.v1.OwnerQuotaCheckReply
+	(*TrashEntry)(nil),              // 96: canopy.meta.v1.TrashEntry
+	(*TrashListReply)(nil),          // 97: canopy.meta.v1.TrashListReply
+	(*TrashRestoreRequest)(nil),     // 98: canopy.meta.v1.TrashRestoreRequest
+	(*TrashRestoreReply)(nil),       // 99: canopy.meta.v1.TrashRestoreReply
+	(*TrashPurgeRequest)(nil),       // 100: canopy.meta.v1.TrashPurgeRequest
+	(*TrashPurgeReply)(nil),         // 101: canopy.meta.v1.TrashPurgeReply
+	(*XNode)(nil),                   // 102: canopy.meta.v1.XNode
+	(*XEntry)(nil),                  // 103: canopy.meta.v1.XEntry
+	(*XXattr)(nil),                  // 104: canopy.meta.v1.XXattr
+	(*XChunk)(nil),                  // 105: canopy.meta.v1.XChunk
+	(*XSlice)(nil),                  // 106: canopy.meta.v1.XSlice
+	(*XPrepareRequest)(nil),         // 107: canopy.meta.v1.XPrepareRequest
+	(*XPrepareReply)(nil),           // 108: canopy.meta.v1.XPrepareReply
+	(*XIntentRequest)(nil),          // 109: canopy.meta.v1.XIntentRequest
+	(*XIntentReply)(nil),            // 110: canopy.meta.v1.XIntentReply
+	(*XIntent)(nil),                 // 111: canopy.meta.v1.XIntent
+	(*XIntentListReply)(nil),        // 112: canopy.meta.v1.XIntentListReply
+	(*SnapshotRequest)(nil),         // 113: canopy.meta.v1.SnapshotRequest
+	(*SnapshotInfo)(nil),            // 114: canopy.meta.v1.SnapshotInfo
+	(*SnapshotReply)(nil),           // 115: canopy.meta.v1.SnapshotReply
+	(*SnapshotListReply)(nil),       // 116: canopy.meta.v1.SnapshotListReply
+	(*SnapshotDiffRequest)(nil),     // 117: canopy.meta.v1.SnapshotDiffRequest
+	(*SnapshotChange)(nil),          // 118: canopy.meta.v1.SnapshotChange
+	(*SnapshotDiffReply)(nil),       // 119: canopy.meta.v1.SnapshotDiffReply
+	(*CloneRequest)(nil),            // 120: canopy.meta.v1.CloneRequest
 }
 var file_meta_proto_depIdxs = []int32{
 	8,   // 0: canopy.meta.v1.ErrorDetail.moved:type_name -> canopy.meta.v1.Moved
@@ -9595,35 +9965,37 @@ var file_meta_proto_depIdxs = []int32{
 	63,  // 28: canopy.meta.v1.AuthAddRequest.credential:type_name -> canopy.meta.v1.Credential
 	63,  // 29: canopy.meta.v1.CredentialReply.credential:type_name -> canopy.meta.v1.Credential
 	63,  // 30: canopy.meta.v1.AuthListReply.credentials:type_name -> canopy.meta.v1.Credential
-	76,  // 31: canopy.meta.v1.GroupReply.members:type_name -> canopy.meta.v1.GroupMember
-	78,  // 32: canopy.meta.v1.QuotaReply.quota:type_name -> canopy.meta.v1.Quota
-	78,  // 33: canopy.meta.v1.QuotaListReply.quotas:type_name -> canopy.meta.v1.Quota
-	78,  // 34: canopy.meta.v1.QuotaMismatch.quota:type_name -> canopy.meta.v1.Quota
-	81,  // 35: canopy.meta.v1.QuotaCheckReply.mismatches:type_name -> canopy.meta.v1.QuotaMismatch
-	86,  // 36: canopy.meta.v1.OwnerQuotaReply.quota:type_name -> canopy.meta.v1.OwnerQuota
-	86,  // 37: canopy.meta.v1.OwnerQuotaListReply.quotas:type_name -> canopy.meta.v1.OwnerQuota
-	86,  // 38: canopy.meta.v1.OwnerQuotaMismatch.quota:type_name -> canopy.meta.v1.OwnerQuota
-	89,  // 39: canopy.meta.v1.OwnerQuotaCheckReply.mismatches:type_name -> canopy.meta.v1.OwnerQuotaMismatch
-	5,   // 40: canopy.meta.v1.TrashEntry.attr:type_name -> canopy.meta.v1.Attr
-	91,  // 41: canopy.meta.v1.TrashListReply.entries:type_name -> canopy.meta.v1.TrashEntry
-	99,  // 42: canopy.meta.v1.XNode.xattrs:type_name -> canopy.meta.v1.XXattr
-	100, // 43: canopy.meta.v1.XNode.chunks:type_name -> canopy.meta.v1.XChunk
-	39,  // 44: canopy.meta.v1.XNode.inline:type_name -> canopy.meta.v1.InlineSlice
-	98,  // 45: canopy.meta.v1.XNode.entries:type_name -> canopy.meta.v1.XEntry
-	97,  // 46: canopy.meta.v1.XEntry.node:type_name -> canopy.meta.v1.XNode
-	101, // 47: canopy.meta.v1.XChunk.slices:type_name -> canopy.meta.v1.XSlice
-	97,  // 48: canopy.meta.v1.XPrepareReply.image:type_name -> canopy.meta.v1.XNode
-	97,  // 49: canopy.meta.v1.XIntentRequest.image:type_name -> canopy.meta.v1.XNode
-	97,  // 50: canopy.meta.v1.XIntent.image:type_name -> canopy.meta.v1.XNode
-	106, // 51: canopy.meta.v1.XIntentListReply.intents:type_name -> canopy.meta.v1.XIntent
-	109, // 52: canopy.meta.v1.SnapshotReply.snapshot:type_name -> canopy.meta.v1.SnapshotInfo
-	109, // 53: canopy.meta.v1.SnapshotListReply.snapshots:type_name -> canopy.meta.v1.SnapshotInfo
-	113, // 54: canopy.meta.v1.SnapshotDiffReply.changes:type_name -> canopy.meta.v1.SnapshotChange
-	55,  // [55:55] is the sub-list for method output_type
-	55,  // [55:55] is the sub-list for method input_type
-	55,  // [55:55] is the sub-list for extension type_name
-	55,  // [55:55] is the sub-list for extension extendee
-	0,   // [0:55] is the sub-list for field type_name
+	81,  // 31: canopy.meta.v1.GroupReply.members:type_name -> canopy.meta.v1.GroupMember
+	77,  // 32: canopy.meta.v1.HostStartRequest.others:type_name -> canopy.meta.v1.HostPeer
+	78,  // 33: canopy.meta.v1.HostListReply.replicas:type_name -> canopy.meta.v1.HostReplica
+	83,  // 34: canopy.meta.v1.QuotaReply.quota:type_name -> canopy.meta.v1.Quota
+	83,  // 35: canopy.meta.v1.QuotaListReply.quotas:type_name -> canopy.meta.v1.Quota
+	83,  // 36: canopy.meta.v1.QuotaMismatch.quota:type_name -> canopy.meta.v1.Quota
+	86,  // 37: canopy.meta.v1.QuotaCheckReply.mismatches:type_name -> canopy.meta.v1.QuotaMismatch
+	91,  // 38: canopy.meta.v1.OwnerQuotaReply.quota:type_name -> canopy.meta.v1.OwnerQuota
+	91,  // 39: canopy.meta.v1.OwnerQuotaListReply.quotas:type_name -> canopy.meta.v1.OwnerQuota
+	91,  // 40: canopy.meta.v1.OwnerQuotaMismatch.quota:type_name -> canopy.meta.v1.OwnerQuota
+	94,  // 41: canopy.meta.v1.OwnerQuotaCheckReply.mismatches:type_name -> canopy.meta.v1.OwnerQuotaMismatch
+	5,   // 42: canopy.meta.v1.TrashEntry.attr:type_name -> canopy.meta.v1.Attr
+	96,  // 43: canopy.meta.v1.TrashListReply.entries:type_name -> canopy.meta.v1.TrashEntry
+	104, // 44: canopy.meta.v1.XNode.xattrs:type_name -> canopy.meta.v1.XXattr
+	105, // 45: canopy.meta.v1.XNode.chunks:type_name -> canopy.meta.v1.XChunk
+	39,  // 46: canopy.meta.v1.XNode.inline:type_name -> canopy.meta.v1.InlineSlice
+	103, // 47: canopy.meta.v1.XNode.entries:type_name -> canopy.meta.v1.XEntry
+	102, // 48: canopy.meta.v1.XEntry.node:type_name -> canopy.meta.v1.XNode
+	106, // 49: canopy.meta.v1.XChunk.slices:type_name -> canopy.meta.v1.XSlice
+	102, // 50: canopy.meta.v1.XPrepareReply.image:type_name -> canopy.meta.v1.XNode
+	102, // 51: canopy.meta.v1.XIntentRequest.image:type_name -> canopy.meta.v1.XNode
+	102, // 52: canopy.meta.v1.XIntent.image:type_name -> canopy.meta.v1.XNode
+	111, // 53: canopy.meta.v1.XIntentListReply.intents:type_name -> canopy.meta.v1.XIntent
+	114, // 54: canopy.meta.v1.SnapshotReply.snapshot:type_name -> canopy.meta.v1.SnapshotInfo
+	114, // 55: canopy.meta.v1.SnapshotListReply.snapshots:type_name -> canopy.meta.v1.SnapshotInfo
+	118, // 56: canopy.meta.v1.SnapshotDiffReply.changes:type_name -> canopy.meta.v1.SnapshotChange
+	57,  // [57:57] is the sub-list for method output_type
+	57,  // [57:57] is the sub-list for method input_type
+	57,  // [57:57] is the sub-list for extension type_name
+	57,  // [57:57] is the sub-list for extension extendee
+	0,   // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_meta_proto_init() }
@@ -9637,7 +10009,7 @@ func file_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meta_proto_rawDesc), len(file_meta_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   111,
+			NumMessages:   116,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

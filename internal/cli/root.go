@@ -75,7 +75,7 @@ func newRoot(out, errOut io.Writer) *cobra.Command {
 		newLnCmd(g), newReadlinkCmd(g), newChmodCmd(g), newChownCmd(g),
 		newDuCmd(g), newCountCmd(g), newDfCmd(g), newXattrCmd(g), newBenchCmd(g), newMountCmd(g), newUmountCmd(g),
 		newPutCmd(g), newGetCmd(g), newCatCmd(g), newCpCmd(g), newFsckCmd(g),
-		newCheckpointCmd(g), newGroupCmd(g),
+		newCheckpointCmd(g), newGroupCmd(g), newBalanceCmd(g),
 		newGatewayCmd(g), newAuthCmd(g),
 		newSumCmd(g), newDumpCmd(g), newLoadCmd(g), newStatusCmd(g), newStatsCmd(g),
 		newQuotaCmd(g),

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/canopyfs/canopy/internal/gctune"
+	"github.com/canopyfs/canopy/internal/host"
 	"github.com/canopyfs/canopy/internal/observe"
 	"github.com/canopyfs/canopy/internal/server"
 )
@@ -215,6 +216,12 @@ func serve(cmd *cobra.Command, cfg server.Config, listen, metricsListen, ready s
 		reg = observe.NewRegistry()
 		cfg.Metrics = reg
 	}
+	hosted, err := openHost(cfg, listen)
+	if err != nil {
+		return err
+	}
+	defer hosted.Close()
+	cfg.Hosting = hosted
 	srv, err := server.Open(cfg)
 	if err != nil {
 		return err
@@ -255,6 +262,7 @@ func serve(cmd *cobra.Command, cfg server.Config, listen, metricsListen, ready s
 		srv.Close()
 		return fmt.Errorf("listen %s: %w", listen, err)
 	}
+	hosted.SetHomeAddr(ln.Addr().String())
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	stopGC, err := st.startStoreJobs(storeURL, ln.Addr().String(), cfg.Secret, adminToken, cfg.TLS != nil, cfg.Partition, nil, cfg.Logger)
@@ -299,4 +307,20 @@ func serve(cmd *cobra.Command, cfg server.Config, listen, metricsListen, ready s
 		srv.Close()
 		return err
 	}
+}
+
+// openHost starts what the process hosts beside its own partition, in
+// DIR/hosted, listening on the host of listen (loopback when that is
+// unspecified: give --listen a host for replicas others can reach).
+func openHost(cfg server.Config, listen string) (*host.Host, error) {
+	listenHost, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen address %q: %w", listen, err)
+	}
+	if ip := net.ParseIP(listenHost); listenHost == "" || ip != nil && ip.IsUnspecified() {
+		listenHost = "127.0.0.1"
+	}
+	base := cfg
+	base.AuditLog = "" // the process's own partition's
+	return host.Open(host.Config{Dir: filepath.Join(cfg.Dir, "hosted"), Home: cfg.Partition, ListenHost: listenHost, Base: base})
 }

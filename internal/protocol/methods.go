@@ -106,6 +106,8 @@ func ownerQuotaSet() proto.Message    { return &pb.OwnerQuotaSetRequest{} }
 func ownerQuotaReq() proto.Message    { return &pb.OwnerQuotaRequest{} }
 func ownerQuotaAdjust() proto.Message { return &pb.OwnerQuotaAdjustRequest{} }
 func groupAddReq() proto.Message      { return &pb.GroupAddRequest{} }
+func hostStartReq() proto.Message     { return &pb.HostStartRequest{} }
+func hostStopReq() proto.Message      { return &pb.HostStopRequest{} }
 func groupRemoveReq() proto.Message   { return &pb.GroupRemoveRequest{} }
 func emptyReq() proto.Message         { return &pb.Empty{} }
 func authSync() proto.Message         { return &pb.AuthSyncRequest{} }
@@ -201,6 +203,9 @@ var methods = [...]Info{
 	pb.Method_OWNER_QUOTA_REPAIR: {ClassMutation, RouteNamespace, ownerQuotaReq},
 	pb.Method_GROUP_ADD:          {ClassLocal, RouteLocal, groupAddReq},
 	pb.Method_GROUP_REMOVE:       {ClassLocal, RouteLocal, groupRemoveReq},
+	pb.Method_HOST_START:         {ClassLocal, RouteLocal, hostStartReq},
+	pb.Method_HOST_STOP:          {ClassLocal, RouteLocal, hostStopReq},
+	pb.Method_HOST_LIST:          {ClassLocal, RouteLocal, emptyReq},
 	pb.Method_TRASH_LIST:         {ClassRead, RouteOne, nodeReq},
 	pb.Method_TRASH_RESTORE:      {ClassMutation, RouteOne, trashRestore},
 	pb.Method_TRASH_PURGE:        {ClassMutation, RouteOne, trashPurge},

@@ -294,13 +294,13 @@ func addrOf(remote net.Addr) netip.Addr {
 }
 
 // adminOnly reports whether only an admin credential may call m: the
-// credential and table changes, and the data maintenance calls of the
-// garbage collector and fsck.
+// credential and table changes, the data maintenance calls of the
+// garbage collector and fsck, and the hosting of other partitions.
 func adminOnly(m pb.Method) bool {
 	switch m {
 	case pb.Method_AUTH_ADD, pb.Method_AUTH_LIST, pb.Method_AUTH_REMOVE, pb.Method_AUTH_ROTATE,
 		pb.Method_TABLES_UPDATE, pb.Method_LIST_GARBAGE, pb.Method_PURGE, pb.Method_LIST_SLICES,
-		pb.Method_LIST_INLINE, pb.Method_INLINE_STORED:
+		pb.Method_LIST_INLINE, pb.Method_INLINE_STORED, pb.Method_HOST_START, pb.Method_HOST_STOP, pb.Method_HOST_LIST:
 		return true
 	}
 	return false

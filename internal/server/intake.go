@@ -41,6 +41,9 @@ type intake struct {
 	// transfer answers GROUP_TRANSFER, GROUP_ADD and GROUP_REMOVE in the
 	// replicated mode.
 	transfer func(c *rpc.Call)
+	// hosting answers HOST_START, HOST_STOP and HOST_LIST (hosting.go);
+	// nil: ENOSYS.
+	hosting Hosting
 	// connected reports whether a client has a connection of its own to
 	// this server (rpc.Server.Connected).
 	connected func(rpc.ClientID) bool
@@ -78,6 +81,10 @@ func (in *intake) serveCall(c *rpc.Call) {
 			} else {
 				go in.transfer(c) // waits for the new leader: not on the reader
 			}
+			return
+		}
+		if m == pb.Method_HOST_START || m == pb.Method_HOST_STOP || m == pb.Method_HOST_LIST {
+			go serveHosting(in.hosting, c, m) // opens or stops a replica: not on the reader
 			return
 		}
 		if m == pb.Method_GROUP_STATUS && in.group != nil {

@@ -338,9 +338,12 @@ func openReplicated(s *Server) error {
 			addrs[id] = p.RaftAddr
 		}
 	}
-	ln, err := net.Listen("tcp", self.RaftAddr)
-	if err != nil {
-		return fmt.Errorf("listen for replicas on %s: %w", self.RaftAddr, err)
+	ln := cfg.RaftListener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", self.RaftAddr); err != nil {
+			return fmt.Errorf("listen for replicas on %s: %w", self.RaftAddr, err)
+		}
 	}
 	r.raftLn = ln
 	r.transport = replica.NewTCPTransport(self.ID, addrs, cfg.Logger)

@@ -38,7 +38,7 @@ func (s *Server) Group(ctx context.Context) (*pb.GroupReply, error) {
 		Commit: st.Commit, Applied: st.Applied, Last: st.Last, Snapshot: st.SnapshotIndex,
 	}
 	add := func(id uint64, learner bool) {
-		m := &pb.GroupMember{Id: id, Addr: r.peer(id).Addr, Learner: learner}
+		m := &pb.GroupMember{Id: id, Addr: r.peer(id).Addr, RaftAddr: r.peer(id).RaftAddr, Learner: learner}
 		if f, ok := st.Followers[id]; ok {
 			m.Match, m.Lag, m.State, m.Active = f.Match, f.Lag, strings.ToLower(strings.TrimPrefix(f.State, "State")), f.Active
 		} else if id == st.ID && st.Followers != nil {

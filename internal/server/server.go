@@ -88,6 +88,12 @@ type Config struct {
 	// leader lease while a quorum's last confirmation is recent enough
 	// (which assumes bounded clock drift; docs/replication.md).
 	RaftReadIndex bool
+	// RaftListener, if set, is where the replica hears the others,
+	// instead of a listener on its Peer's RaftAddr; the server closes it.
+	RaftListener net.Listener
+	// Hosting answers the calls that run replicas of other partitions in
+	// this process (hosting.go); nil: they are refused with ENOSYS.
+	Hosting Hosting
 }
 
 func (c *Config) setDefaults() {
@@ -201,7 +207,7 @@ func Open(cfg Config) (*Server, error) {
 			return nil, err
 		}
 		s.intake = &intake{reads: s.reads, writes: s.writes, failed: s.failed, stopped: s.stopped,
-			locks: s.locks, leases: newLeaseTable(), storage: cfg.Storage, log: s.log, group: s.groupReply}
+			locks: s.locks, leases: newLeaseTable(), storage: cfg.Storage, log: s.log, group: s.groupReply, hosting: cfg.Hosting}
 		if err := openReplicated(s); err != nil {
 			return nil, err
 		}
@@ -245,6 +251,7 @@ func Open(cfg Config) (*Server, error) {
 	s.intake = &intake{
 		reads: s.reads, writes: s.writes, failed: s.failed, stopped: s.stopped,
 		locks: s.locks, fwd: r.stateMachine.fwd, leases: newLeaseTable(), storage: cfg.Storage, busy: s.metrics.busy, log: s.log, group: s.groupReply, dumps: dumps,
+		hosting: cfg.Hosting,
 		access: &access{creds: r.stateMachine.creds, grants: r.stateMachine.grants, clock: cfg.Clock, partition: cfg.Partition,
 			log: s.log, audit: s.audit, refusals: rpc.NewLogLimiter(refusalLines, 4*refusalLines)},
 	}

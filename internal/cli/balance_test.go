@@ -1,0 +1,264 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/canopyfs/canopy/client"
+)
+
+// balanceFilesEnv sets how many files the moved subtree of
+// TestBalanceMoveUnderLoad holds before the moves.
+const balanceFilesEnv = "CANOPY_BALANCE_FILES"
+
+// TestBalanceMoveUnderLoad runs two metadata server processes (groups 0
+// and 1, sharing an object store) and a router, splits /data off into a
+// virtual partition of its own, and moves it from group to group three
+// times while four clients write files in it and elsewhere and one keeps
+// a file open. No client sees an error; every file reads back what was
+// written, under the inode number it had; the open file keeps reading and
+// writing across the moves; the groups left hold nothing of it; and a
+// process of the group it ends on, killed and started again, serves it
+// again.
+func TestBalanceMoveUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	files := 300
+	if s := os.Getenv(balanceFilesEnv); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = n
+	}
+	dir := t.TempDir()
+	store := filepath.Join(dir, "objects")
+	addrs := []string{stablePort(t), stablePort(t)}
+	metas := make([]*proc, 2)
+	for p := range metas {
+		metas[p] = &proc{t: t, name: fmt.Sprintf("group %d", p), args: []string{"meta", "--dir", filepath.Join(dir, fmt.Sprint(p)),
+			"--listen", addrs[p], "--partition", fmt.Sprint(p), "--storage", store}}
+		metas[p].start()
+		t.Cleanup(metas[p].kill)
+	}
+	mustCanopy(t, addrs[0], "routing", "set", "0", addrs[0])
+	mustCanopy(t, addrs[0], "routing", "set", "1", addrs[1])
+	mustCanopy(t, addrs[0], "mounttable", "add", "/p1", "1")
+	rt := &proc{t: t, name: "router", args: []string{"router", "--listen", stablePort(t), "--root", addrs[0]}}
+	rt.start()
+	t.Cleanup(rt.kill)
+	raddr := rt.args[2]
+
+	ctx := context.Background()
+	c, err := client.Dial(raddr, client.Options{Cred: &client.Cred{}, CallTimeout: 2 * time.Second, OpTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, d := range []string{"/data", "/other"} {
+		if _, err := c.Mkdir(ctx, d, 0o750); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Chown(ctx, "/data", 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := canopy(t, raddr, "balance", "move", "/data", "--to", "1"); err == nil {
+		t.Fatal("a directory that is not split moved")
+	}
+	var split splitResult
+	if err := json.Unmarshal([]byte(mustCanopy(t, raddr, "balance", "split", "/data", "--json")), &split); err != nil {
+		t.Fatal(err)
+	}
+	if split.VPart == 0 || split.Group != 0 || len(split.Replicas) != 1 {
+		t.Fatalf("split: %+v", split)
+	}
+	if fi, err := c.Stat(ctx, "/data"); err != nil || fi.Attr().UID != 1000 || fi.Mode().Perm() != 0o750 ||
+		uint16(fi.Ino()>>48) != split.VPart {
+		t.Fatalf("/data after the split: %+v, %v", fi, err)
+	}
+	if _, err := canopy(t, raddr, "balance", "split", "/data"); err == nil {
+		t.Fatal("split twice")
+	}
+
+	// What the moves must keep: files and their inode numbers.
+	inos := make(map[string]client.Ino, files)
+	for i := range files {
+		p := fmt.Sprintf("/data/pre-%d", i)
+		if err := c.WriteFile(ctx, p, []byte(p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := c.Stat(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inos[p] = fi.Ino()
+	}
+	open, err := c.OpenFile(ctx, "/data/open", os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var openWant bytes.Buffer
+	writeOpen := func(what string) {
+		t.Helper()
+		if _, err := open.WriteAt([]byte(what), int64(openWant.Len())); err != nil {
+			t.Fatalf("write the open file %s: %v", what, err)
+		}
+		openWant.WriteString(what)
+		if err := open.Sync(); err != nil {
+			t.Fatalf("sync the open file %s: %v", what, err)
+		}
+		got := make([]byte, openWant.Len())
+		if n, err := open.ReadAt(got, 0); n != len(got) || !bytes.Equal(got, openWant.Bytes()) {
+			t.Fatalf("the open file %s: read %q (%v), want %q", what, got[:n], err, openWant.Bytes())
+		}
+	}
+	writeOpen("before the moves;")
+
+	// Four clients write in the moving subtree and elsewhere.
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	written := map[string]string{}
+	var errs []error
+	var worst time.Duration
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wc, err := client.Dial(raddr, client.Options{Cred: &client.Cred{}, CallTimeout: 2 * time.Second, OpTimeout: 30 * time.Second})
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+				return
+			}
+			defer wc.Close()
+			for n := 0; !stop.Load(); n++ {
+				top := "/data"
+				if n%4 == 3 {
+					top = "/other"
+				}
+				p := fmt.Sprintf("%s/w%d-%d", top, w, n)
+				began := time.Now()
+				err := wc.WriteFile(ctx, p, []byte(p+" content"), 0o644)
+				took := time.Since(began)
+				if err == nil {
+					_, err = wc.Stat(ctx, fmt.Sprintf("/data/pre-%d", n%files))
+				}
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, fmt.Errorf("worker %d: %s: %w", w, p, err))
+				} else {
+					written[p] = p + " content"
+					if top == "/data" {
+						worst = max(worst, took)
+					}
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+
+	var freezes []float64
+	for i, to := range []int{1, 0, 1} {
+		time.Sleep(300 * time.Millisecond)
+		var res moveResult
+		out := mustCanopy(t, raddr, "balance", "move", "/data", "--to", fmt.Sprint(to), "--json")
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatalf("move %d: %q: %v", i, out, err)
+		}
+		if res.VPart != split.VPart || res.To != uint16(to) || res.Files < uint64(files) || len(res.Replicas) != 1 {
+			t.Fatalf("move %d: %+v", i, res)
+		}
+		freezes = append(freezes, res.FreezeMS)
+		writeOpen(fmt.Sprintf("after move %d;", i))
+	}
+	time.Sleep(300 * time.Millisecond)
+	stop.Store(true)
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("clients saw errors during the moves: %v", errs)
+	}
+	t.Logf("%d files written during three moves; freezes %v ms; slowest write in the moving subtree %v", len(written), freezes, worst)
+
+	check := func(when string) {
+		t.Helper()
+		for p, want := range written {
+			if got, err := c.ReadFile(ctx, p); err != nil || string(got) != want {
+				t.Fatalf("%s: %s reads %q (%v), want %q", when, p, got, err, want)
+			}
+		}
+		for p, ino := range inos {
+			fi, err := c.Stat(ctx, p)
+			if err != nil || fi.Ino() != ino {
+				t.Fatalf("%s: %s: %v (%v), want inode %d", when, p, fi, err, ino)
+			}
+			if got, err := c.ReadFile(ctx, p); err != nil || string(got) != p {
+				t.Fatalf("%s: %s reads %q (%v)", when, p, got, err)
+			}
+		}
+	}
+	check("after the moves")
+	writeOpen("at the end;")
+	if err := open.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Placed on group 1 alone; group 0 keeps nothing of it.
+	var st struct {
+		VParts []placement `json:"vparts"`
+	}
+	if err := json.Unmarshal([]byte(mustCanopy(t, raddr, "balance", "status", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, p := range st.VParts {
+		if p.VPart == split.VPart {
+			found = true
+			if p.Moving || len(p.Groups) != 1 || p.Groups[0] != 1 || len(p.Replicas) != 1 {
+				t.Fatalf("status of the moved partition: %+v", p)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("status lists no virtual partition %d: %+v", split.VPart, st)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "0", "hosted", "*")); len(left) != 0 {
+		t.Fatalf("group 0 keeps %v", left)
+	}
+
+	// The process of group 1 starts its hosted replica again after a kill.
+	metas[1].kill()
+	metas[1].start()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err := c.Stat(ctx, "/data/pre-0")
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/data after group 1 restarted: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	check("after group 1 restarted")
+	if _, err := c.Stat(ctx, "/data/missing"); err == nil || !strings.Contains(err.Error(), syscall.ENOENT.Error()) {
+		t.Fatalf("a missing file: %v", err)
+	}
+}
