@@ -35,7 +35,7 @@ the group that held it; move hands a virtual partition to another group's
 processes while clients keep using it (its inode numbers do not change);
 status shows where each virtual partition runs and the moves in progress.`,
 	}
-	cmd.AddCommand(newBalanceSplitCmd(g), newBalanceMoveCmd(g), newBalanceStatusCmd(g))
+	cmd.AddCommand(newBalanceSplitCmd(g), newBalanceMoveCmd(g), newBalanceStatusCmd(g), newBalancePlanCmd(g), newBalanceApplyCmd(g))
 	return cmd
 }
 
@@ -283,12 +283,38 @@ func joinReplica(ctx context.Context, g *globals, host string, v uint16, id uint
 		return nil, fmt.Errorf("start replica %d of virtual partition %d at %s: %w", id, v, host, err)
 	}
 	wait := max(time.Until(deadlineOf(ctx))-time.Second, time.Second)
-	add := &pb.GroupAddRequest{Id: id, Addr: r.Addr, RaftAddr: r.RaftAddr, WaitMs: uint32(wait / time.Millisecond)}
+	// A learner first, until it has applied what the group had committed
+	// (its log holding it is not enough: a replica that votes while it
+	// still restores a large snapshot answers no heartbeat, and the
+	// leader steps down), then a voter.
+	add := &pb.GroupAddRequest{Id: id, Addr: r.Addr, RaftAddr: r.RaftAddr, WaitMs: uint32(wait / time.Millisecond), Learner: true}
 	var gr pb.GroupReply
 	if err := callAt(ctx, g, addrs, pb.Method_GROUP_ADD, add, &gr); err != nil {
 		return nil, fmt.Errorf("add replica %d of virtual partition %d: %w", id, v, err)
 	}
+	if err := waitApplied(ctx, g, r.Addr, gr.Commit); err != nil {
+		return nil, fmt.Errorf("replica %d of virtual partition %d: %w", id, v, err)
+	}
+	add.Learner = false
+	if err := callAt(ctx, g, addrs, pb.Method_GROUP_ADD, add, &gr); err != nil {
+		return nil, fmt.Errorf("promote replica %d of virtual partition %d: %w", id, v, err)
+	}
 	return &r, nil
+}
+
+// waitApplied waits until the replica at addr has applied index.
+func waitApplied(ctx context.Context, g *globals, addr string, index uint64) error {
+	for {
+		gr, err := askGroup(ctx, g, addr, false)
+		if err == nil && gr.Applied >= index {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("apply up to %d at %s: %w (%v)", index, addr, ctx.Err(), err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // deadlineOf returns ctx's deadline, or a minute from now.

@@ -138,21 +138,31 @@ func balanceMove(ctx context.Context, g *globals, p string, to uint16, progress 
 		if err != nil {
 			return nil, fmt.Errorf("move %s: %w", p, err)
 		}
+		id := uint64(0)
 		if i := slices.IndexFunc(l.Replicas, func(r *pb.HostReplica) bool { return r.Partition == uint32(v) }); i >= 0 {
+			// Left by a move that stopped midway: a voter stays, a learner
+			// is added again (caught up, then promoted), and one the group
+			// does not know is started over.
 			r := l.Replicas[i]
-			if !slices.ContainsFunc(members, func(mb member) bool { return mb.Id == r.Id && !mb.Learner }) {
-				// Started by a move that stopped before it was added: start over.
-				if err := callAt(ctx, g, []string{h}, pb.Method_HOST_STOP, &pb.HostStopRequest{Partition: uint32(v), Id: r.Id}, nil); err != nil {
-					return nil, fmt.Errorf("move %s: %w", p, err)
-				}
-			} else {
+			j := slices.IndexFunc(members, func(mb member) bool { return mb.Id == r.Id })
+			switch {
+			case j >= 0 && !members[j].Learner:
 				arrived = append(arrived, r)
 				continue
+			case j >= 0:
+				id = r.Id
+			default:
+				if err := callAt(ctx, g, []string{l.HomeAddr}, pb.Method_HOST_STOP, &pb.HostStopRequest{Partition: uint32(v), Id: r.Id}, nil); err != nil {
+					return nil, fmt.Errorf("move %s: %w", p, err)
+				}
 			}
 		}
-		nextID++
-		stop := showCatchUp(ctx, g, progress, srcAddrs, nextID, fmt.Sprintf("replica %d at group %d", nextID, to))
-		r, err := joinReplica(ctx, g, h, v, nextID, hostReplicas(members, arrived))
+		if id == 0 {
+			nextID++
+			id = nextID
+		}
+		stop := showCatchUp(ctx, g, progress, srcAddrs, id, fmt.Sprintf("replica %d at group %d", id, to))
+		r, err := joinReplica(ctx, g, h, v, id, hostReplicas(members, arrived))
 		stop()
 		if err != nil {
 			return nil, fmt.Errorf("move %s: %w", p, err)
@@ -192,6 +202,22 @@ func balanceMove(ctx context.Context, g *globals, p string, to uint16, progress 
 		err := callAt(ctx, g, []string{mb.homeAddr}, pb.Method_HOST_STOP, &pb.HostStopRequest{Partition: uint32(v), Id: mb.Id}, nil)
 		if err != nil && !errors.Is(err, syscall.ENOENT) {
 			return nil, fmt.Errorf("move %s: stop replica %d at %s: %w", p, mb.Id, mb.homeAddr, err)
+		}
+	}
+	// Replicas the group no longer has that a move stopped midway left
+	// running (removed, not yet stopped) go too.
+	for _, a := range srcAddrs {
+		l, err := hostList(ctx, g, a)
+		if err != nil {
+			continue // gone with its process; it is stopped when found again
+		}
+		for _, r := range l.Replicas {
+			if r.Partition == uint32(v) && !slices.ContainsFunc(arrived, func(x *pb.HostReplica) bool { return x.Id == r.Id }) {
+				err := callAt(ctx, g, []string{l.HomeAddr}, pb.Method_HOST_STOP, &pb.HostStopRequest{Partition: uint32(v), Id: r.Id}, nil)
+				if err != nil && !errors.Is(err, syscall.ENOENT) {
+					return nil, fmt.Errorf("move %s: stop replica %d at %s: %w", p, r.Id, l.HomeAddr, err)
+				}
+			}
 		}
 	}
 	if err := setRoute(ctx, c, v, newAddrs); err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,18 +94,45 @@ func TestBalanceMoveUnderLoad(t *testing.T) {
 		t.Fatal("split twice")
 	}
 
-	// What the moves must keep: files and their inode numbers.
+	// What the moves must keep: files and their inode numbers. Files
+	// beyond the first 300 are empty (made by eight clients at once), so
+	// that a large subtree fills quickly.
 	inos := make(map[string]client.Ino, files)
-	for i := range files {
-		p := fmt.Sprintf("/data/pre-%d", i)
-		if err := c.WriteFile(ctx, p, []byte(p), 0o644); err != nil {
+	var inosMu sync.Mutex
+	fillErr := make(chan error, 8)
+	for w := range 8 {
+		go func() {
+			fc, err := client.Dial(raddr, client.Options{Cred: &client.Cred{}, CallTimeout: 2 * time.Second, OpTimeout: 30 * time.Second})
+			if err != nil {
+				fillErr <- err
+				return
+			}
+			defer fc.Close()
+			for i := w; i < files; i += 8 {
+				p := fmt.Sprintf("/data/pre-%d", i)
+				var fi *client.FileInfo
+				if i < 300 {
+					if err = fc.WriteFile(ctx, p, []byte(p), 0o644); err == nil {
+						fi, err = fc.Stat(ctx, p)
+					}
+				} else {
+					fi, err = fc.Create(ctx, p, 0o644)
+				}
+				if err != nil {
+					fillErr <- fmt.Errorf("%s: %w", p, err)
+					return
+				}
+				inosMu.Lock()
+				inos[p] = fi.Ino()
+				inosMu.Unlock()
+			}
+			fillErr <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-fillErr; err != nil {
 			t.Fatal(err)
 		}
-		fi, err := c.Stat(ctx, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		inos[p] = fi.Ino()
 	}
 	open, err := c.OpenFile(ctx, "/data/open", os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
@@ -133,7 +161,8 @@ func TestBalanceMoveUnderLoad(t *testing.T) {
 	var mu sync.Mutex
 	written := map[string]string{}
 	var errs []error
-	var worst time.Duration
+	var lat []time.Duration // writes in the moving subtree
+	var moving atomic.Bool  // a move command runs
 	for w := range 4 {
 		wg.Add(1)
 		go func() {
@@ -163,8 +192,8 @@ func TestBalanceMoveUnderLoad(t *testing.T) {
 					errs = append(errs, fmt.Errorf("worker %d: %s: %w", w, p, err))
 				} else {
 					written[p] = p + " content"
-					if top == "/data" {
-						worst = max(worst, took)
+					if top == "/data" && moving.Load() {
+						lat = append(lat, took)
 					}
 				}
 				mu.Unlock()
@@ -179,7 +208,9 @@ func TestBalanceMoveUnderLoad(t *testing.T) {
 	for i, to := range []int{1, 0, 1} {
 		time.Sleep(300 * time.Millisecond)
 		var res moveResult
+		moving.Store(true)
 		out := mustCanopy(t, raddr, "balance", "move", "/data", "--to", fmt.Sprint(to), "--json")
+		moving.Store(false)
 		if err := json.Unmarshal([]byte(out), &res); err != nil {
 			t.Fatalf("move %d: %q: %v", i, out, err)
 		}
@@ -187,6 +218,8 @@ func TestBalanceMoveUnderLoad(t *testing.T) {
 			t.Fatalf("move %d: %+v", i, res)
 		}
 		freezes = append(freezes, res.FreezeMS)
+		t.Logf("move %d to group %d: %d files in %.2f s (%.0f files/s), freeze %.1f ms", i, to, res.Files, res.Seconds,
+			float64(res.Files)/res.Seconds, res.FreezeMS)
 		writeOpen(fmt.Sprintf("after move %d;", i))
 	}
 	time.Sleep(300 * time.Millisecond)
@@ -195,7 +228,12 @@ func TestBalanceMoveUnderLoad(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatalf("clients saw errors during the moves: %v", errs)
 	}
-	t.Logf("%d files written during three moves; freezes %v ms; slowest write in the moving subtree %v", len(written), freezes, worst)
+	slices.Sort(lat)
+	if len(lat) == 0 {
+		t.Fatal("no write in the moving subtree while a move ran")
+	}
+	t.Logf("%d files written; %d in the moving subtree during the moves: p50 %v, p99 %v, max %v; freezes %v ms",
+		len(written), len(lat), lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1], freezes)
 
 	check := func(when string) {
 		t.Helper()
@@ -204,11 +242,31 @@ func TestBalanceMoveUnderLoad(t *testing.T) {
 				t.Fatalf("%s: %s reads %q (%v), want %q", when, p, got, err, want)
 			}
 		}
-		for p, ino := range inos {
-			fi, err := c.Stat(ctx, p)
-			if err != nil || fi.Ino() != ino {
-				t.Fatalf("%s: %s: %v (%v), want inode %d", when, p, fi, err, ino)
+		seen := 0
+		for cursor, done := "", false; !done; {
+			var ents []*client.DirEntry
+			var err error
+			ents, cursor, done, err = c.ReadDirPage(ctx, "/data", cursor, 4096, false)
+			if err != nil {
+				t.Fatalf("%s: list /data: %v", when, err)
 			}
+			for _, e := range ents {
+				p := "/data/" + e.Name()
+				if ino, ok := inos[p]; ok {
+					seen++
+					if e.Ino() != ino {
+						t.Fatalf("%s: %s has inode %d, want %d", when, p, e.Ino(), ino)
+					}
+				} else if _, ok := written[p]; !ok && p != "/data/open" {
+					t.Fatalf("%s: %s was never made", when, p)
+				}
+			}
+		}
+		if seen != len(inos) {
+			t.Fatalf("%s: %d of the %d files made before the moves are listed", when, seen, len(inos))
+		}
+		for i := range min(files, 300) {
+			p := fmt.Sprintf("/data/pre-%d", i)
 			if got, err := c.ReadFile(ctx, p); err != nil || string(got) != p {
 				t.Fatalf("%s: %s reads %q (%v)", when, p, got, err)
 			}

@@ -38,6 +38,10 @@ import (
 // renames instead of 200.
 const xrenameLongEnv = "CANOPY_XRENAME_LONG"
 
+// procLogsEnv names a directory where each proc's log is kept (appended
+// to NAME.log); unset, the logs are dropped.
+const procLogsEnv = "CANOPY_TEST_PROC_LOGS"
+
 // proc is a canopy child process that can be killed and started again
 // with the same arguments.
 type proc struct {
@@ -66,6 +70,15 @@ func (p *proc) tryStart() error {
 		return err
 	}
 	cmd.Stderr = io.Discard
+	if dir := os.Getenv(procLogsEnv); dir != "" {
+		// Keep what the process logs, for a run looked into by hand.
+		f, err := os.OpenFile(filepath.Join(dir, strings.ReplaceAll(p.name, " ", "-")+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		cmd.Stderr = f
+	}
 	if err := cmd.Start(); err != nil {
 		return err
 	}
