@@ -173,12 +173,18 @@ func balanceMove(ctx context.Context, g *globals, p string, to uint16, progress 
 	for i, r := range arrived {
 		newAddrs[i] = r.Addr
 	}
-	if err := setRoute(ctx, c, v, append(slices.Clone(newAddrs), srcAddrs...)); err != nil {
+	union := slices.Clone(newAddrs)
+	for _, a := range srcAddrs {
+		if !slices.Contains(union, a) {
+			union = append(union, a)
+		}
+	}
+	if err := setRoute(ctx, c, v, union); err != nil {
 		return nil, fmt.Errorf("move %s: %w", p, err)
 	}
 
 	// 2. The freeze: leadership passes to the destination.
-	all := append(slices.Clone(newAddrs), srcAddrs...)
+	all := union
 	if leader, err = groupLeader(ctx, g, all); err != nil {
 		return nil, fmt.Errorf("move %s: %w", p, err)
 	}
@@ -277,7 +283,7 @@ func setRoute(ctx context.Context, c *client.Client, v uint16, addrs []string) e
 		if err == nil {
 			return nil
 		}
-		if ctx.Err() != nil {
+		if !errors.Is(err, syscall.ESTALE) || ctx.Err() != nil {
 			return fmt.Errorf("route virtual partition %d to %v: %w", v, addrs, err)
 		}
 		// Another change came first: read the tables again.

@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/canopyfs/canopy/client"
 )
@@ -155,6 +159,14 @@ func TestBalanceMoveUnderLoad(t *testing.T) {
 	}
 	writeOpen("before the moves;")
 
+	// Through a FUSE mount too: a directory held open as a shell's working
+	// directory is, and a file open for writing.
+	fuse := startBalanceMount(t, raddr)
+	if fuse != nil {
+		defer fuse.close()
+		fuse.write(t, "before the moves;")
+	}
+
 	// Four clients write in the moving subtree and elsewhere.
 	var stop atomic.Bool
 	var wg sync.WaitGroup
@@ -221,6 +233,14 @@ func TestBalanceMoveUnderLoad(t *testing.T) {
 		t.Logf("move %d to group %d: %d files in %.2f s (%.0f files/s), freeze %.1f ms", i, to, res.Files, res.Seconds,
 			float64(res.Files)/res.Seconds, res.FreezeMS)
 		writeOpen(fmt.Sprintf("after move %d;", i))
+		if fuse != nil {
+			fuse.write(t, fmt.Sprintf("after move %d;", i))
+			name := fmt.Sprintf("made-in-cwd-%d", i)
+			fuse.makeInCwd(t, name, inos["/data/pre-0"])
+			mu.Lock()
+			written["/data/"+name] = name
+			mu.Unlock()
+		}
 	}
 	time.Sleep(300 * time.Millisecond)
 	stop.Store(true)
@@ -257,7 +277,7 @@ func TestBalanceMoveUnderLoad(t *testing.T) {
 					if e.Ino() != ino {
 						t.Fatalf("%s: %s has inode %d, want %d", when, p, e.Ino(), ino)
 					}
-				} else if _, ok := written[p]; !ok && p != "/data/open" {
+				} else if _, ok := written[p]; !ok && p != "/data/open" && p != "/data/fuse-open" {
 					t.Fatalf("%s: %s was never made", when, p)
 				}
 			}
@@ -318,5 +338,104 @@ func TestBalanceMoveUnderLoad(t *testing.T) {
 	check("after group 1 restarted")
 	if _, err := c.Stat(ctx, "/data/missing"); err == nil || !strings.Contains(err.Error(), syscall.ENOENT.Error()) {
 		t.Fatalf("a missing file: %v", err)
+	}
+}
+
+// balanceMount is a FUSE mount of the namespace with a directory of it
+// held open (as a shell's working directory is) and a file open in it.
+type balanceMount struct {
+	cmd   *exec.Cmd
+	dir   int      // /data, opened through the mount
+	file  *os.File // /data/fuse-open, opened through the mount
+	wrote bytes.Buffer
+}
+
+// startBalanceMount mounts the namespace at raddr, or returns nil where
+// there can be no mount.
+func startBalanceMount(t *testing.T, raddr string) *balanceMount {
+	t.Helper()
+	if _, err := os.Stat("/dev/fuse"); err != nil || os.Geteuid() != 0 {
+		t.Log("no FUSE mount here: the moves are not tried through one")
+		return nil
+	}
+	mnt := mountDir(t)
+	cmd := mainChild("--addr", raddr, "mount", mnt)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "canopy: mounted ") {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("mount: ready line %q (%v)", line, err)
+	}
+	m := &balanceMount{cmd: cmd, dir: -1}
+	if m.dir, err = unix.Open(filepath.Join(mnt, "data"), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+		m.close()
+		t.Fatal(err)
+	}
+	if m.file, err = os.OpenFile(filepath.Join(mnt, "data", "fuse-open"), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
+		m.close()
+		t.Fatal(err)
+	}
+	return m
+}
+
+// write appends to the open file, syncs it and reads it all back.
+func (m *balanceMount) write(t *testing.T, what string) {
+	t.Helper()
+	if _, err := m.file.WriteAt([]byte(what), int64(m.wrote.Len())); err != nil {
+		t.Fatalf("write the file open through the mount %s: %v", what, err)
+	}
+	m.wrote.WriteString(what)
+	if err := m.file.Sync(); err != nil {
+		t.Fatalf("fsync the file open through the mount %s: %v", what, err)
+	}
+	got := make([]byte, m.wrote.Len())
+	if n, err := m.file.ReadAt(got, 0); n != len(got) || !bytes.Equal(got, m.wrote.Bytes()) {
+		t.Fatalf("the file open through the mount %s: read %q (%v), want %q", what, got[:n], err, m.wrote.Bytes())
+	}
+}
+
+// makeInCwd makes a file named name, holding its name, in the directory
+// held open, and checks that pre-0 there still has inode number ino.
+func (m *balanceMount) makeInCwd(t *testing.T, name string, ino client.Ino) {
+	t.Helper()
+	fd, err := unix.Openat(m.dir, name, unix.O_CREAT|unix.O_WRONLY|unix.O_EXCL|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		t.Fatalf("make %s in the directory held open: %v", name, err)
+	}
+	_, err = unix.Write(fd, []byte(name))
+	if cerr := unix.Close(fd); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatalf("write %s in the directory held open: %v", name, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(m.dir, "pre-0", &st, 0); err != nil || st.Ino != uint64(ino) {
+		t.Fatalf("pre-0 in the directory held open: inode %d (%v), want %d", st.Ino, err, ino)
+	}
+}
+
+func (m *balanceMount) close() {
+	if m.file != nil {
+		m.file.Close()
+	}
+	if m.dir >= 0 {
+		unix.Close(m.dir)
+	}
+	m.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { m.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		m.cmd.Process.Kill()
+		<-done
 	}
 }
