@@ -275,6 +275,9 @@ func joinReplica(ctx context.Context, g *globals, host string, v uint16, id uint
 	req := &pb.HostStartRequest{Partition: uint32(v), Id: id, Join: true}
 	addrs := make([]string, 0, len(members))
 	for _, m := range members {
+		if m.Id == id {
+			continue // a learner a stopped move left: it is added again
+		}
 		req.Others = append(req.Others, &pb.HostPeer{Id: m.Id, Addr: m.Addr, RaftAddr: m.RaftAddr})
 		addrs = append(addrs, m.Addr)
 	}

@@ -21,7 +21,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/canopyfs/canopy/client"
+	"github.com/canopyfs/canopy/internal/data"
 )
+
+// balanceReplicasEnv sets how many replicas each group of
+// TestBalanceMoveUnderLoad has (default 1).
+const balanceReplicasEnv = "CANOPY_BALANCE_REPLICAS"
 
 // balanceFilesEnv sets how many files the moved subtree of
 // TestBalanceMoveUnderLoad holds before the moves.
@@ -31,12 +36,29 @@ const balanceFilesEnv = "CANOPY_BALANCE_FILES"
 // and 1, sharing an object store) and a router, splits /data off into a
 // virtual partition of its own, and moves it from group to group three
 // times while four clients write files in it and elsewhere and one keeps
-// a file open. No client sees an error; every file reads back what was
+// a file open (through the SDK, and through a FUSE mount with the
+// directory held open as a working directory is). No client sees an error; every file reads back what was
 // written, under the inode number it had; the open file keeps reading and
 // writing across the moves; the groups left hold nothing of it; and a
 // process of the group it ends on, killed and started again, serves it
 // again.
 func TestBalanceMoveUnderLoad(t *testing.T) {
+	replicas := 1
+	if s := os.Getenv(balanceReplicasEnv); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("%s=%q", balanceReplicasEnv, s)
+		}
+		replicas = n
+	}
+	testBalanceMove(t, replicas)
+}
+
+// TestBalanceMoveReplicated is TestBalanceMoveUnderLoad with groups of
+// three replicas: six processes.
+func TestBalanceMoveReplicated(t *testing.T) { testBalanceMove(t, 3) }
+
+func testBalanceMove(t *testing.T, replicas int) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
@@ -50,18 +72,8 @@ func TestBalanceMoveUnderLoad(t *testing.T) {
 	}
 	dir := t.TempDir()
 	store := filepath.Join(dir, "objects")
-	addrs := []string{stablePort(t), stablePort(t)}
-	metas := make([]*proc, 2)
-	for p := range metas {
-		metas[p] = &proc{t: t, name: fmt.Sprintf("group %d", p), args: []string{"meta", "--dir", filepath.Join(dir, fmt.Sprint(p)),
-			"--listen", addrs[p], "--partition", fmt.Sprint(p), "--storage", store}}
-		metas[p].start()
-		t.Cleanup(metas[p].kill)
-	}
-	mustCanopy(t, addrs[0], "routing", "set", "0", addrs[0])
-	mustCanopy(t, addrs[0], "routing", "set", "1", addrs[1])
-	mustCanopy(t, addrs[0], "mounttable", "add", "/p1", "1")
-	rt := &proc{t: t, name: "router", args: []string{"router", "--listen", stablePort(t), "--root", addrs[0]}}
+	addrs, metas := startGroups(t, dir, store, 2, replicas)
+	rt := &proc{t: t, name: "router", args: []string{"router", "--listen", stablePort(t), "--root", strings.Join(addrs[0], ",")}}
 	rt.start()
 	t.Cleanup(rt.kill)
 	raddr := rt.args[2]
@@ -87,7 +99,7 @@ func TestBalanceMoveUnderLoad(t *testing.T) {
 	if err := json.Unmarshal([]byte(mustCanopy(t, raddr, "balance", "split", "/data", "--json")), &split); err != nil {
 		t.Fatal(err)
 	}
-	if split.VPart == 0 || split.Group != 0 || len(split.Replicas) != 1 {
+	if split.VPart == 0 || split.Group != 0 || len(split.Replicas) != replicas {
 		t.Fatalf("split: %+v", split)
 	}
 	if fi, err := c.Stat(ctx, "/data"); err != nil || fi.Attr().UID != 1000 || fi.Mode().Perm() != 0o750 ||
@@ -226,7 +238,7 @@ func TestBalanceMoveUnderLoad(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &res); err != nil {
 			t.Fatalf("move %d: %q: %v", i, out, err)
 		}
-		if res.VPart != split.VPart || res.To != uint16(to) || res.Files < uint64(files) || len(res.Replicas) != 1 {
+		if res.VPart != split.VPart || res.To != uint16(to) || res.Files < uint64(files) || len(res.Replicas) != replicas {
 			t.Fatalf("move %d: %+v", i, res)
 		}
 		freezes = append(freezes, res.FreezeMS)
@@ -309,7 +321,7 @@ func TestBalanceMoveUnderLoad(t *testing.T) {
 	for _, p := range st.VParts {
 		if p.VPart == split.VPart {
 			found = true
-			if p.Moving || len(p.Groups) != 1 || p.Groups[0] != 1 || len(p.Replicas) != 1 {
+			if p.Moving || len(p.Groups) != 1 || p.Groups[0] != 1 || len(p.Replicas) != replicas {
 				t.Fatalf("status of the moved partition: %+v", p)
 			}
 		}
@@ -317,13 +329,38 @@ func TestBalanceMoveUnderLoad(t *testing.T) {
 	if !found {
 		t.Fatalf("status lists no virtual partition %d: %+v", split.VPart, st)
 	}
-	if left, _ := filepath.Glob(filepath.Join(dir, "0", "hosted", "*")); len(left) != 0 {
+	if left, _ := filepath.Glob(filepath.Join(dir, "g0", "*", "hosted", "*")); len(left) != 0 {
 		t.Fatalf("group 0 keeps %v", left)
 	}
 
+	// The collector of the group the partition runs on collects its
+	// objects: a file's go once it is removed.
+	big := bytes.Repeat([]byte("canopy!!"), 9<<17) // 9 MiB
+	if err := c.WriteFile(ctx, "/data/big", big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	objs := objectsOf(t, c, store, "/data/big")
+	if err := c.Remove(ctx, "/data/big"); err != nil {
+		t.Fatal(err)
+	}
+	if !pollUntil(30*time.Second, func() bool {
+		for _, o := range objs {
+			if _, err := os.Stat(o); err == nil {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatalf("the objects of a removed file of the moved partition are still there after 30 s: %v", objs)
+	}
+
 	// The process of group 1 starts its hosted replica again after a kill.
-	metas[1].kill()
-	metas[1].start()
+	for _, m := range metas[1] {
+		m.kill()
+	}
+	for _, m := range metas[1] {
+		m.start()
+	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		_, err := c.Stat(ctx, "/data/pre-0")
@@ -438,4 +475,89 @@ func (m *balanceMount) close() {
 		m.cmd.Process.Kill()
 		<-done
 	}
+}
+
+// startGroups starts n groups of metadata server processes (replicas
+// each; a Raft group when more than one) sharing the object store, routes
+// partition K to group K, mounts partition 1 at /p1, and returns each
+// group's addresses and processes. Group K's replica I lives in
+// dir/gK/rI.
+func startGroups(t *testing.T, dir, store string, n, replicas int) ([][]string, [][]*proc) {
+	t.Helper()
+	addrs := make([][]string, n)
+	procs := make([][]*proc, n)
+	for k := range n {
+		for range replicas {
+			addrs[k] = append(addrs[k], stablePort(t))
+		}
+		for i, a := range addrs[k] {
+			args := []string{"meta", "--dir", filepath.Join(dir, fmt.Sprintf("g%d", k), fmt.Sprintf("r%d", i+1)),
+				"--listen", a, "--partition", fmt.Sprint(k), "--storage", store,
+				"--trash-days", "0", "--gc-delay", "1ms", "--gc-interval", "50ms"}
+			if replicas > 1 {
+				args = append(args, "--peers", strings.Join(addrs[k], ","))
+			}
+			m := &proc{t: t, name: fmt.Sprintf("group %d replica %d", k, i+1), args: args}
+			procs[k] = append(procs[k], m)
+		}
+	}
+	// The replicas of a group start together: each waits for a quorum.
+	for k := range n {
+		var wg sync.WaitGroup
+		errs := make([]error, len(procs[k]))
+		for i, m := range procs[k] {
+			wg.Add(1)
+			go func() { defer wg.Done(); errs[i] = m.tryStart() }()
+		}
+		wg.Wait()
+		for i, m := range procs[k] {
+			if errs[i] != nil {
+				t.Fatal(errs[i])
+			}
+			t.Cleanup(m.kill)
+		}
+	}
+	root := strings.Join(addrs[0], ",")
+	for k := range n {
+		mustCanopy(t, root, "routing", "set", fmt.Sprint(k), strings.Join(addrs[k], ","))
+	}
+	if n > 1 {
+		mustCanopy(t, root, "mounttable", "add", "/p1", "1")
+	}
+	return addrs, procs
+}
+
+// objectsOf returns the paths, in the local object store at store, of the
+// objects holding file p's data, after checking they exist.
+func objectsOf(t *testing.T, c *client.Client, store, p string) []string {
+	t.Helper()
+	ctx := context.Background()
+	fi, err := c.Stat(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vol, err := c.Volume(ctx, fi.Ino())
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunks, err := c.Chunks(ctx, fi.Ino(), 0, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, ch := range chunks {
+		for _, sl := range ch.Slices {
+			for _, k := range data.SliceKeys(sl.ID, int(sl.Size), vol.BlockSize) {
+				path := filepath.Join(store, filepath.FromSlash(k))
+				if _, err := os.Stat(path); err != nil {
+					t.Fatalf("object of %s: %v", p, err)
+				}
+				paths = append(paths, path)
+			}
+		}
+	}
+	if len(paths) == 0 {
+		t.Fatalf("%s has no objects", p)
+	}
+	return paths
 }

@@ -216,7 +216,15 @@ func serve(cmd *cobra.Command, cfg server.Config, listen, metricsListen, ready s
 		reg = observe.NewRegistry()
 		cfg.Metrics = reg
 	}
-	hosted, err := openHost(cfg, listen)
+	hosted, err := openHost(cfg, listen, func(p uint16, addr string) func() {
+		// The object store jobs of each hosted partition, as of the process's own.
+		stop, err := st.startStoreJobs(storeURL, addr, cfg.Secret, "", cfg.TLS != nil, p, nil, cfg.Logger.With("partition", p))
+		if err != nil {
+			cfg.Logger.Warn("no object store jobs for a hosted partition", "partition", p, "err", err)
+			return func() {}
+		}
+		return stop
+	})
 	if err != nil {
 		return err
 	}
@@ -311,8 +319,9 @@ func serve(cmd *cobra.Command, cfg server.Config, listen, metricsListen, ready s
 
 // openHost starts what the process hosts beside its own partition, in
 // DIR/hosted, listening on the host of listen (loopback when that is
-// unspecified: give --listen a host for replicas others can reach).
-func openHost(cfg server.Config, listen string) (*host.Host, error) {
+// unspecified: give --listen a host for replicas others can reach), and
+// calls onStart for each replica once it serves.
+func openHost(cfg server.Config, listen string, onStart func(uint16, string) func()) (*host.Host, error) {
 	listenHost, _, err := net.SplitHostPort(listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen address %q: %w", listen, err)
@@ -322,5 +331,6 @@ func openHost(cfg server.Config, listen string) (*host.Host, error) {
 	}
 	base := cfg
 	base.AuditLog = "" // the process's own partition's
-	return host.Open(host.Config{Dir: filepath.Join(cfg.Dir, "hosted"), Home: cfg.Partition, ListenHost: listenHost, Base: base})
+	return host.Open(host.Config{Dir: filepath.Join(cfg.Dir, "hosted"), Home: cfg.Partition, ListenHost: listenHost,
+		Base: base, OnStart: onStart})
 }

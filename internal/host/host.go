@@ -45,6 +45,10 @@ type Config struct {
 	// ListenHost is the host part of the replicas' listeners (their ports
 	// are picked by the system).
 	ListenHost string
+	// OnStart, if set, is called once a replica serves at addr (the
+	// process's object store jobs for its partition, for one); what it
+	// returns is called when the replica stops.
+	OnStart func(partition uint16, addr string) (stop func())
 	// Base is the configuration every hosted replica starts from: secret,
 	// TLS, object store, lock timeout, trash, Raft clock, logger. Its Dir,
 	// Partition, Peers, ReplicaID, RaftJoin, RaftListener and Hosting are
@@ -69,6 +73,7 @@ type replica struct {
 	spec spec
 	dir  string
 	srv  *server.Server
+	stop func() // what OnStart returned
 }
 
 // Host runs the hosted replicas of one process. Its methods are safe for
@@ -225,7 +230,11 @@ func (h *Host) runLocked(sp spec, dir string, fresh bool) error {
 		<-srv.Failed()
 		h.log.Error("hosted replica failed", "partition", sp.Partition, "replica", sp.ID)
 	}()
-	h.replicas[sp.Partition] = &replica{spec: sp, dir: dir, srv: srv}
+	stop := func() {}
+	if h.cfg.OnStart != nil {
+		stop = h.cfg.OnStart(sp.Partition, sp.Addr)
+	}
+	h.replicas[sp.Partition] = &replica{spec: sp, dir: dir, srv: srv, stop: stop}
 	h.log.Info("hosted replica serving", "partition", sp.Partition, "replica", sp.ID, "addr", sp.Addr,
 		"raft", sp.RaftAddr, "join", sp.Join)
 	return nil
@@ -290,6 +299,7 @@ func (h *Host) StopReplica(req *pb.HostStopRequest) error {
 }
 
 func (h *Host) shutdown(r *replica) {
+	r.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := r.srv.Shutdown(ctx); err != nil && !errors.Is(err, server.ErrFailed) {
