@@ -13,7 +13,7 @@ import (
 
 	pb "github.com/canopyfs/canopy/api/metapb"
 	"github.com/canopyfs/canopy/client"
-	"github.com/canopyfs/canopy/internal/mount"
+	"github.com/canopyfs/canopy/internal/balance"
 	"github.com/canopyfs/canopy/internal/protocol"
 )
 
@@ -37,49 +37,6 @@ status shows where each virtual partition runs and the moves in progress.`,
 	}
 	cmd.AddCommand(newBalanceSplitCmd(g), newBalanceMoveCmd(g), newBalanceStatusCmd(g), newBalancePlanCmd(g), newBalanceApplyCmd(g))
 	return cmd
-}
-
-// mountOf returns the mount entry that holds p: the one with the longest
-// prefix that is p or an ancestor of it.
-func mountOf(t *client.Tables, p string) (client.MountEntry, bool) {
-	var best client.MountEntry
-	found := false
-	for _, m := range t.Mounts {
-		if m.Prefix == p || m.Prefix == "/" || strings.HasPrefix(p, m.Prefix+"/") {
-			if !found || len(m.Prefix) > len(best.Prefix) {
-				best, found = m, true
-			}
-		}
-	}
-	return best, found
-}
-
-// routeOf returns the replica addresses of virtual partition v.
-func routeOf(t *client.Tables, v uint16) ([]string, bool) {
-	for _, r := range t.Routes {
-		if r.VPart == v {
-			return r.Addrs, true
-		}
-	}
-	return nil, false
-}
-
-// freeVPart returns the smallest virtual partition above 0 that neither
-// table names.
-func freeVPart(t *client.Tables) (uint16, error) {
-	used := map[uint16]bool{0: true}
-	for _, r := range t.Routes {
-		used[r.VPart] = true
-	}
-	for _, m := range t.Mounts {
-		used[m.VPart] = true
-	}
-	for v := uint16(1); v < mount.VirtualPartitions; v++ {
-		if !used[v] {
-			return v, nil
-		}
-	}
-	return 0, fmt.Errorf("every virtual partition is in use: %w", syscall.ENOSPC)
 }
 
 // splitResult is the shape of `canopy balance split --json`.
@@ -127,25 +84,26 @@ canopy mv move subtrees of up to 10,000 nodes into it afterwards).`,
 }
 
 func balanceSplit(ctx context.Context, g *globals, p string) (*splitResult, error) {
+	e := balanceEnv(g)
 	c, err := g.dial()
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	t, err := c.Tables(ctx)
+	t, err := e.ReadTables(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read the tables: %w", err)
+		return nil, err
 	}
-	parent, ok := mountOf(t, p)
+	parent, ok := balance.MountOf(t, p)
 	if !ok {
 		return nil, fmt.Errorf("split %s: no mount entry holds it", p)
 	}
 	if parent.Prefix == p {
-		return nil, fmt.Errorf("split %s: already the top of virtual partition %d: %w", p, parent.VPart, syscall.EEXIST)
+		return nil, fmt.Errorf("split %s: already the top of virtual partition %d: %w", p, parent.Vpart, syscall.EEXIST)
 	}
-	hosts, ok := routeOf(t, parent.VPart)
+	hosts, ok := balance.RouteOf(t, uint16(parent.Vpart))
 	if !ok || len(hosts) == 0 {
-		return nil, fmt.Errorf("split %s: virtual partition %d has no route (canopy routing set %d ADDR gives it one)", p, parent.VPart, parent.VPart)
+		return nil, fmt.Errorf("split %s: virtual partition %d has no route (canopy routing set %d ADDR gives it one)", p, parent.Vpart, parent.Vpart)
 	}
 	fi, err := c.Stat(ctx, p)
 	if err != nil {
@@ -159,11 +117,11 @@ func balanceSplit(ctx context.Context, g *globals, p string) (*splitResult, erro
 	} else if len(ents) > 0 {
 		return nil, fmt.Errorf("split %s: only an empty directory is split: %w", p, syscall.ENOTEMPTY)
 	}
-	v, err := freeVPart(t)
+	v, err := balance.FreeVPart(t)
 	if err != nil {
 		return nil, err
 	}
-	group, err := groupOf(ctx, g, hosts[0])
+	home, err := e.HostList(ctx, hosts[0])
 	if err != nil {
 		return nil, err
 	}
@@ -173,11 +131,11 @@ func balanceSplit(ctx context.Context, g *globals, p string) (*splitResult, erro
 		return nil, fmt.Errorf("split %s: start virtual partition %d: %w", p, v, err)
 	}
 	replicas := []*pb.HostReplica{&first}
-	if _, err := groupLeader(ctx, g, []string{first.Addr}); err != nil {
+	if _, err := e.Leader(ctx, []string{first.Addr}); err != nil {
 		return nil, fmt.Errorf("split %s: %w", p, err)
 	}
 	for i, h := range hosts[1:] {
-		r, err := joinReplica(ctx, g, h, v, uint64(i+2), replicas)
+		r, err := e.JoinReplica(ctx, h, v, uint64(i+2), replicas)
 		if err != nil {
 			return nil, fmt.Errorf("split %s: %w", p, err)
 		}
@@ -193,9 +151,9 @@ func balanceSplit(ctx context.Context, g *globals, p string) (*splitResult, erro
 	if err := copyRootAttr(ctx, g, addrs, v, fi.Attr()); err != nil {
 		return nil, fmt.Errorf("split %s: %w", p, err)
 	}
-	if _, err := c.UpdateTables(ctx, client.TablesUpdate{ExpectedVersion: t.Version,
-		SetRoutes: []client.Route{{VPart: v, Addrs: addrs}},
-		SetMounts: []client.MountEntry{{Prefix: p, VPart: v, Target: "/", ReadOnly: parent.ReadOnly}}}); err != nil {
+	if err := e.UpdateTables(ctx, &pb.TablesUpdate{ExpectedVersion: t.Version,
+		SetRoutes: []*pb.Route{{Vpart: uint32(v), Addrs: addrs}},
+		SetMounts: []*pb.MountEntry{{Prefix: p, Vpart: uint32(v), Target: "/", ReadOnly: parent.ReadOnly}}}); err != nil {
 		return nil, fmt.Errorf("split %s: mount virtual partition %d: %w", p, v, err)
 	}
 	// Wait until the router this command speaks to routes PATH to the new
@@ -215,9 +173,9 @@ func balanceSplit(ctx context.Context, g *globals, p string) (*splitResult, erro
 		return nil, fmt.Errorf("split %s: check the directory it covers: %w", p, err)
 	} else if n > 0 {
 		return nil, fmt.Errorf("split %s: %d entries were made in it during the split and lie under the mount, in inode %d of virtual partition %d",
-			p, n, fi.Ino(), parent.VPart)
+			p, n, fi.Ino(), parent.Vpart)
 	}
-	return &splitResult{Path: p, VPart: v, Group: group, Replicas: addrs}, nil
+	return &splitResult{Path: p, VPart: v, Group: uint16(home.Home), Replicas: addrs}, nil
 }
 
 // copyRootAttr gives virtual partition v's root directory a's owner,
@@ -257,73 +215,4 @@ func stubEntries(ctx context.Context, g *globals, addrs []string, ino client.Ino
 	defer pc.Close()
 	ents, _, _, err := pc.ReadDirIno(ctx, ino, "", 1, false)
 	return len(ents), err
-}
-
-// groupOf returns the group (home partition) of the process serving addr.
-func groupOf(ctx context.Context, g *globals, addr string) (uint16, error) {
-	l, err := hostList(ctx, g, addr)
-	if err != nil {
-		return 0, err
-	}
-	return uint16(l.Home), nil
-}
-
-// joinReplica starts replica id of virtual partition v in the process
-// serving host, as one that joins, and has the group's leader add it: a
-// learner until it caught up, then a voter.
-func joinReplica(ctx context.Context, g *globals, host string, v uint16, id uint64, members []*pb.HostReplica) (*pb.HostReplica, error) {
-	req := &pb.HostStartRequest{Partition: uint32(v), Id: id, Join: true}
-	addrs := make([]string, 0, len(members))
-	for _, m := range members {
-		if m.Id == id {
-			continue // a learner a stopped move left: it is added again
-		}
-		req.Others = append(req.Others, &pb.HostPeer{Id: m.Id, Addr: m.Addr, RaftAddr: m.RaftAddr})
-		addrs = append(addrs, m.Addr)
-	}
-	var r pb.HostReplica
-	if err := callAt(ctx, g, []string{host}, pb.Method_HOST_START, req, &r); err != nil {
-		return nil, fmt.Errorf("start replica %d of virtual partition %d at %s: %w", id, v, host, err)
-	}
-	wait := max(time.Until(deadlineOf(ctx))-time.Second, time.Second)
-	// A learner first, until it has applied what the group had committed
-	// (its log holding it is not enough: a replica that votes while it
-	// still restores a large snapshot answers no heartbeat, and the
-	// leader steps down), then a voter.
-	add := &pb.GroupAddRequest{Id: id, Addr: r.Addr, RaftAddr: r.RaftAddr, WaitMs: uint32(wait / time.Millisecond), Learner: true}
-	var gr pb.GroupReply
-	if err := callAt(ctx, g, addrs, pb.Method_GROUP_ADD, add, &gr); err != nil {
-		return nil, fmt.Errorf("add replica %d of virtual partition %d: %w", id, v, err)
-	}
-	if err := waitApplied(ctx, g, r.Addr, gr.Commit); err != nil {
-		return nil, fmt.Errorf("replica %d of virtual partition %d: %w", id, v, err)
-	}
-	add.Learner = false
-	if err := callAt(ctx, g, addrs, pb.Method_GROUP_ADD, add, &gr); err != nil {
-		return nil, fmt.Errorf("promote replica %d of virtual partition %d: %w", id, v, err)
-	}
-	return &r, nil
-}
-
-// waitApplied waits until the replica at addr has applied index.
-func waitApplied(ctx context.Context, g *globals, addr string, index uint64) error {
-	for {
-		gr, err := askGroup(ctx, g, addr, false)
-		if err == nil && gr.Applied >= index {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("apply up to %d at %s: %w (%v)", index, addr, ctx.Err(), err)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-// deadlineOf returns ctx's deadline, or a minute from now.
-func deadlineOf(ctx context.Context) time.Time {
-	if d, ok := ctx.Deadline(); ok {
-		return d
-	}
-	return time.Now().Add(time.Minute)
 }

@@ -4,13 +4,24 @@ import (
 	"context"
 	"fmt"
 	"syscall"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/canopyfs/canopy/api/metapb"
+	"github.com/canopyfs/canopy/internal/balance"
 	"github.com/canopyfs/canopy/internal/rpc"
 )
+
+// balanceEnv is how the balance commands reach the cluster: the tables
+// through --addr (a router, or the root partition), any server by address.
+func balanceEnv(g *globals) balance.Env {
+	return balance.Env{
+		Call: func(ctx context.Context, addrs []string, m pb.Method, req, reply proto.Message) error {
+			return callAt(ctx, g, addrs, m, req, reply)
+		},
+		Root: splitList(g.addr),
+	}
+}
 
 // callAt sends one call to the servers at addrs (a group's replicas, or one
 // process), following NOT_LEADER, and decodes the reply into reply (nil:
@@ -47,48 +58,4 @@ func callAt(ctx context.Context, g *globals, addrs []string, m pb.Method, req, r
 		}
 	}
 	return nil
-}
-
-// groupLeader asks the replicas at addrs for their group until one knows a
-// leader, and returns that leader's view of the group (members with their
-// match and lag).
-func groupLeader(ctx context.Context, g *globals, addrs []string) (*pb.GroupReply, error) {
-	var last error
-	for {
-		for _, a := range addrs {
-			gr, err := askGroup(ctx, g, a, false)
-			if err != nil {
-				last = err
-				continue
-			}
-			if gr.Role == "single" {
-				return gr, nil // a partition that is not replicated
-			}
-			if gr.LeaderAddr == "" {
-				last = fmt.Errorf("replica at %s knows no leader", a)
-				continue
-			}
-			if gr.Role != "Leader" {
-				if lg, err := askGroup(ctx, g, gr.LeaderAddr, false); err == nil && lg.Role == "Leader" {
-					return lg, nil
-				}
-				continue
-			}
-			return gr, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("find the leader among %v: %w (last: %v)", addrs, ctx.Err(), last)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// hostList asks the process serving addr which replicas it hosts.
-func hostList(ctx context.Context, g *globals, addr string) (*pb.HostListReply, error) {
-	var l pb.HostListReply
-	if err := callAt(ctx, g, []string{addr}, pb.Method_HOST_LIST, nil, &l); err != nil {
-		return nil, err
-	}
-	return &l, nil
 }

@@ -2,11 +2,13 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -14,6 +16,8 @@ import (
 	"time"
 
 	"github.com/canopyfs/canopy/client"
+	"github.com/canopyfs/canopy/internal/balance"
+	"github.com/canopyfs/canopy/internal/rpc"
 )
 
 // balanceLongEnv makes TestBalanceMovesUnderKills run 20 moves instead of 6.
@@ -134,7 +138,7 @@ func TestBalanceMovesUnderKills(t *testing.T) {
 		for {
 			out, err := canopy(t, raddr, "--timeout", "30s", "balance", "move", "/data", "--to", fmt.Sprint(to), "--json")
 			if err == nil {
-				var res moveResult
+				var res balance.MoveResult
 				if err := json.Unmarshal([]byte(out), &res); err != nil || res.To != uint16(to) {
 					t.Fatalf("move %d: %q: %v", i, out, err)
 				}
@@ -146,24 +150,64 @@ func TestBalanceMovesUnderKills(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
+	// One more move whose mover is killed once it has recorded the move,
+	// and not run again: the router's recovery pass finishes it.
+	final := 1 - moves%2
+	{
+		mover := mainChild("--addr", raddr, "balance", "move", "/data", "--to", fmt.Sprint(final))
+		if err := mover.Start(); err != nil {
+			t.Fatal(err)
+		}
+		recorded := pollUntil(30*time.Second, func() bool {
+			_, err := c.GetXattr(ctx, "/data", balance.IntentXattr)
+			return err == nil
+		})
+		mover.Process.Signal(syscall.SIGKILL)
+		mover.Wait()
+		if !recorded {
+			t.Fatal("the move was never recorded on the partition's root")
+		}
+		kills["mover"]++
+		began := time.Now()
+		if !pollUntil(60*time.Second, func() bool {
+			_, err := c.GetXattr(ctx, "/data", balance.IntentXattr)
+			return err != nil && strings.Contains(err.Error(), syscall.ENODATA.Error())
+		}) {
+			t.Fatal("the routers did not finish a move whose mover was killed, in 60 s")
+		}
+		t.Logf("a move whose mover was killed was finished by the router %v later", time.Since(began).Round(time.Second))
+	}
 	stop.Store(true)
 	<-done
-	t.Logf("%d moves, kills %v; %d writes acknowledged, %d failed", moves, kills, len(acked), failed)
+	t.Logf("%d moves, kills %v; %d writes acknowledged, %d failed", moves+1, kills, len(acked), failed)
 
+	// A group of one process that was just killed and started again
+	// answers BUSY (which the client retries a few times) until it is back.
+	readFile := func(p string) ([]byte, error) {
+		got, err := c.ReadFile(ctx, p)
+		for end := time.Now().Add(30 * time.Second); err != nil && errors.Is(err, rpc.ErrBusy) && time.Now().Before(end); {
+			time.Sleep(100 * time.Millisecond)
+			got, err = c.ReadFile(ctx, p)
+		}
+		return got, err
+	}
 	for p, want := range acked {
-		if got, err := c.ReadFile(ctx, p); err != nil || string(got) != want {
+		if got, err := readFile(p); err != nil || string(got) != want {
 			t.Fatalf("%s reads %q (%v), want %q", p, got, err, want)
 		}
 	}
 	for p, ino := range inos {
 		fi, err := c.Stat(ctx, p)
+		for end := time.Now().Add(30 * time.Second); err != nil && errors.Is(err, rpc.ErrBusy) && time.Now().Before(end); {
+			time.Sleep(100 * time.Millisecond)
+			fi, err = c.Stat(ctx, p)
+		}
 		if err != nil || fi.Ino() != ino {
 			t.Fatalf("%s: %v (%v), want inode %d", p, fi, err, ino)
 		}
 	}
-	final := 1 - (moves-1)%2
 	var st struct {
-		VParts []placement `json:"vparts"`
+		VParts []balance.Placement `json:"vparts"`
 	}
 	if err := json.Unmarshal([]byte(mustCanopy(t, raddr, "balance", "status", "--json")), &st); err != nil {
 		t.Fatal(err)

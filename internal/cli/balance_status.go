@@ -4,33 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/canopyfs/canopy/internal/balance"
 )
-
-// placement is one virtual partition's line of `canopy balance status`.
-type placement struct {
-	VPart    uint16             `json:"vpart"`
-	Prefixes []string           `json:"prefixes"` // where it is mounted
-	Groups   []uint16           `json:"groups"`   // the groups whose processes run its replicas
-	Leader   uint64             `json:"leader"`   // 0: none known
-	Moving   bool               `json:"moving"`   // on more than one group, or with a replica still catching up
-	Replicas []placementReplica `json:"replicas"`
-	Err      string             `json:"error,omitempty"`
-}
-
-type placementReplica struct {
-	ID      uint64 `json:"id"`
-	Addr    string `json:"addr"`
-	Group   uint16 `json:"group"`
-	Learner bool   `json:"learner"`
-	Match   uint64 `json:"match"`
-	Lag     uint64 `json:"lag"`
-}
 
 func newBalanceStatusCmd(g *globals) *cobra.Command {
 	var asJSON bool
@@ -45,13 +25,13 @@ the leader's log is shown as a bar).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
 			defer cancel()
-			ps, err := balanceStatus(ctx, g)
+			ps, err := balance.Status(ctx, balanceEnv(g))
 			if err != nil {
 				return err
 			}
 			if asJSON {
 				data, _ := json.Marshal(struct {
-					VParts []placement `json:"vparts"`
+					VParts []balance.Placement `json:"vparts"`
 				}{ps})
 				fmt.Fprintln(cmd.OutOrStdout(), string(data))
 				return nil
@@ -94,52 +74,4 @@ func catchUpBar(done, total uint64) string {
 	f := min(float64(done)/float64(total), 1)
 	n := int(f * 20)
 	return fmt.Sprintf("[%s%s] %3.0f%%", strings.Repeat("#", n), strings.Repeat(".", 20-n), 100*f)
-}
-
-func balanceStatus(ctx context.Context, g *globals) ([]placement, error) {
-	c, err := g.dial()
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	t, err := c.Tables(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("read the tables: %w", err)
-	}
-	var out []placement
-	for _, r := range t.Routes {
-		p := placement{VPart: r.VPart}
-		for _, m := range t.Mounts {
-			if m.VPart == r.VPart {
-				p.Prefixes = append(p.Prefixes, m.Prefix)
-			}
-		}
-		lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		gr, err := groupLeader(lctx, g, r.Addrs)
-		cancel()
-		if err != nil {
-			p.Err = err.Error()
-			out = append(out, p)
-			continue
-		}
-		p.Leader = gr.Leader
-		if gr.Role == "single" && len(gr.Members) == 1 && len(r.Addrs) == 1 {
-			gr.Members[0].Addr = r.Addrs[0] // a partition that is not replicated knows no addresses
-		}
-		for _, m := range gr.Members {
-			pr := placementReplica{ID: m.Id, Addr: m.Addr, Learner: m.Learner, Match: m.Match, Lag: m.Lag}
-			if l, err := hostList(ctx, g, m.Addr); err == nil {
-				pr.Group = uint16(l.Home)
-			}
-			if !slices.Contains(p.Groups, pr.Group) {
-				p.Groups = append(p.Groups, pr.Group)
-			}
-			p.Moving = p.Moving || m.Learner
-			p.Replicas = append(p.Replicas, pr)
-		}
-		slices.Sort(p.Groups)
-		p.Moving = p.Moving || len(p.Groups) > 1
-		out = append(out, p)
-	}
-	return out, nil
 }

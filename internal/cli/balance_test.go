@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/canopyfs/canopy/client"
+	"github.com/canopyfs/canopy/internal/balance"
 	"github.com/canopyfs/canopy/internal/data"
 )
 
@@ -231,7 +232,7 @@ func testBalanceMove(t *testing.T, replicas int) {
 	var freezes []float64
 	for i, to := range []int{1, 0, 1} {
 		time.Sleep(300 * time.Millisecond)
-		var res moveResult
+		var res balance.MoveResult
 		moving.Store(true)
 		out := mustCanopy(t, raddr, "balance", "move", "/data", "--to", fmt.Sprint(to), "--json")
 		moving.Store(false)
@@ -312,7 +313,7 @@ func testBalanceMove(t *testing.T, replicas int) {
 
 	// Placed on group 1 alone; group 0 keeps nothing of it.
 	var st struct {
-		VParts []placement `json:"vparts"`
+		VParts []balance.Placement `json:"vparts"`
 	}
 	if err := json.Unmarshal([]byte(mustCanopy(t, raddr, "balance", "status", "--json")), &st); err != nil {
 		t.Fatal(err)
@@ -487,15 +488,17 @@ func startGroups(t *testing.T, dir, store string, n, replicas int) ([][]string, 
 	addrs := make([][]string, n)
 	procs := make([][]*proc, n)
 	for k := range n {
+		var raft []string // ports of their own, not the client port + 1000 another test may hold
 		for range replicas {
 			addrs[k] = append(addrs[k], stablePort(t))
+			raft = append(raft, stablePort(t))
 		}
 		for i, a := range addrs[k] {
 			args := []string{"meta", "--dir", filepath.Join(dir, fmt.Sprintf("g%d", k), fmt.Sprintf("r%d", i+1)),
 				"--listen", a, "--partition", fmt.Sprint(k), "--storage", store,
 				"--trash-days", "0", "--gc-delay", "1ms", "--gc-interval", "50ms"}
 			if replicas > 1 {
-				args = append(args, "--peers", strings.Join(addrs[k], ","))
+				args = append(args, "--peers", strings.Join(addrs[k], ","), "--raft-peers", strings.Join(raft, ","))
 			}
 			m := &proc{t: t, name: fmt.Sprintf("group %d replica %d", k, i+1), args: args}
 			procs[k] = append(procs[k], m)

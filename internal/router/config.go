@@ -38,6 +38,11 @@ type Config struct {
 	// pass aborts it; default 10s.
 	XRenameEvery, XRenameGrace time.Duration
 
+	// MoveEvery is how often the router looks for moves of virtual
+	// partitions between groups whose mover stopped (moves.go); default
+	// 2s, negative: never.
+	MoveEvery time.Duration
+
 	// SessionEndDelay is how long the router waits, once a client's last
 	// connection to it closed, before it ends the client's sessions at
 	// the partitions (session.go): a client that went on through another
@@ -67,6 +72,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.XRenameEvery == 0 {
 		c.XRenameEvery = 2 * time.Second
+	}
+	if c.MoveEvery == 0 {
+		c.MoveEvery = 2 * time.Second
 	}
 	if c.SessionEndDelay == 0 {
 		c.SessionEndDelay = DefaultSessionEndDelay

@@ -142,6 +142,10 @@ func start(ctx context.Context, cfg Config, src tableSource) (*Router, error) {
 		r.wg.Add(1)
 		go r.syncCreds(r.ctx)
 	}
+	if cfg.MoveEvery > 0 && len(cfg.Root) > 0 {
+		r.wg.Add(1)
+		go r.recoverMoves(r.ctx, cfg.MoveEvery)
+	}
 	r.log.Info("router serving", "addr", r.Addr(), "tables", r.view.Load().version)
 	return r, nil
 }

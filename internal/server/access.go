@@ -294,13 +294,26 @@ func addrOf(remote net.Addr) netip.Addr {
 }
 
 // adminOnly reports whether only an admin credential may call m: the
-// credential and table changes, the data maintenance calls of the
-// garbage collector and fsck, and the hosting of other partitions.
+// credential changes, and the data maintenance calls of the garbage
+// collector and fsck.
 func adminOnly(m pb.Method) bool {
 	switch m {
 	case pb.Method_AUTH_ADD, pb.Method_AUTH_LIST, pb.Method_AUTH_REMOVE, pb.Method_AUTH_ROTATE,
-		pb.Method_TABLES_UPDATE, pb.Method_LIST_GARBAGE, pb.Method_PURGE, pb.Method_LIST_SLICES,
-		pb.Method_LIST_INLINE, pb.Method_INLINE_STORED, pb.Method_HOST_START, pb.Method_HOST_STOP, pb.Method_HOST_LIST:
+		pb.Method_LIST_GARBAGE, pb.Method_PURGE, pb.Method_LIST_SLICES,
+		pb.Method_LIST_INLINE, pb.Method_INLINE_STORED:
+		return true
+	}
+	return false
+}
+
+// adminOrRouter reports whether only an admin or a router credential may
+// call m: the credential table a router keeps a copy of, and what a
+// router's recovery pass needs to finish a move between groups (the
+// tables, the hosting of replicas).
+func adminOrRouter(m pb.Method) bool {
+	switch m {
+	case pb.Method_AUTH_TABLE, pb.Method_AUTH_SYNC, pb.Method_TABLES_UPDATE,
+		pb.Method_HOST_START, pb.Method_HOST_STOP, pb.Method_HOST_LIST:
 		return true
 	}
 	return false
@@ -339,7 +352,7 @@ func (a *access) admit(c *rpc.Call, m pb.Method) (engine.Cred, *session, bool) {
 		err = fmt.Errorf("%w: credential %q expired", auth.ErrBadToken, cr.Name)
 	case adminOnly(m) && !cr.Admin:
 		err = auth.ErrNotAdmin
-	case (m == pb.Method_AUTH_TABLE || m == pb.Method_AUTH_SYNC) && !cr.Admin && !cr.Router:
+	case adminOrRouter(m) && !cr.Admin && !cr.Router:
 		err = auth.ErrNotAdmin
 	case protocol.RouterOnly(m) && !forwarded && !cr.Admin && !cr.Router:
 		err = auth.ErrNotAdmin

@@ -1,4 +1,4 @@
-package cli
+package balance
 
 import (
 	"reflect"
@@ -9,7 +9,7 @@ func TestPlanMovesEvensOutGroups(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		vs    []vpartWeight
-		moves []planMove
+		moves []PlanMove
 		after map[uint16]float64
 	}{{
 		name: "a new group fills with the partition that helps most",
@@ -18,7 +18,7 @@ func TestPlanMovesEvensOutGroups(t *testing.T) {
 			{vpart: 5, path: "/a", group: 0, movable: true, weight: 500},
 			{vpart: 6, path: "/b", group: 0, movable: true, weight: 300},
 		},
-		moves: []planMove{{VPart: 5, Path: "/a", From: 0, To: 2, Weight: 500}},
+		moves: []PlanMove{{VPart: 5, Path: "/a", From: 0, To: 2, Weight: 500}},
 		after: map[uint16]float64{0: 400, 1: 100, 2: 501},
 	}, {
 		name: "several small partitions spread",
@@ -29,7 +29,7 @@ func TestPlanMovesEvensOutGroups(t *testing.T) {
 			{vpart: 7, path: "/c", group: 0, movable: true, weight: 100},
 			{vpart: 8, path: "/d", group: 0, movable: true, weight: 100},
 		},
-		moves: []planMove{{VPart: 5, Path: "/a", From: 0, To: 1, Weight: 100}, {VPart: 6, Path: "/b", From: 0, To: 1, Weight: 100}},
+		moves: []PlanMove{{VPart: 5, Path: "/a", From: 0, To: 1, Weight: 100}, {VPart: 6, Path: "/b", From: 0, To: 1, Weight: 100}},
 		after: map[uint16]float64{0: 210, 1: 210},
 	}, {
 		name: "a group's own partition and a partition heavier than the gap stay",
@@ -37,7 +37,7 @@ func TestPlanMovesEvensOutGroups(t *testing.T) {
 			{vpart: 0, group: 0, weight: 1000}, {vpart: 1, group: 1, weight: 10},
 			{vpart: 5, path: "/a", group: 1, movable: true, weight: 2000},
 		},
-		moves: []planMove{},
+		moves: []PlanMove{},
 		after: map[uint16]float64{0: 1000, 1: 2010},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
