@@ -54,8 +54,9 @@ func (e Env) UpdateTables(ctx context.Context, u *pb.TablesUpdate) error {
 	return e.Call(ctx, e.Root, pb.Method_TABLES_UPDATE, u, &pb.TablesReply{})
 }
 
-// FreeVPart returns the smallest virtual partition above 0 that neither
-// table names.
+// FreeVPart returns the largest virtual partition that neither table
+// names: groups take their numbers from 0 up (`canopy up --partitions N`
+// makes 0..N-1), the partitions splits make take theirs from the top.
 func FreeVPart(t *pb.TablesReply) (uint16, error) {
 	used := map[uint32]bool{0: true}
 	for _, r := range t.Routes {
@@ -64,7 +65,7 @@ func FreeVPart(t *pb.TablesReply) (uint16, error) {
 	for _, m := range t.Mounts {
 		used[m.Vpart] = true
 	}
-	for v := uint32(1); v < mount.VirtualPartitions; v++ {
+	for v := uint32(mount.VirtualPartitions - 1); v > 0; v-- {
 		if !used[v] {
 			return uint16(v), nil
 		}

@@ -127,7 +127,7 @@ func upReplicated(cmd *cobra.Command, g *globals, dir, listen, metricsListen str
 			cfg := server.Config{Dir: filepath.Join(pdir, fmt.Sprintf("r%d", p.ID)), Partition: uint16(k), Secret: g.secret,
 				Logger: log.With("partition", k), Storage: publicURL(storeURL), LockTimeout: lockTimeout,
 				Peers: peers, ReplicaID: p.ID, RaftTick: tick, TrashDays: trashDays}
-			srv, _, stop, err := startPartitionOn(cfg, p.Addr, metricsListen != "")
+			srv, _, stop, err := startPartitionOn(cfg, p.Addr, metricsListen != "", hostedJobs(st, storeURL, g.secret, cfg.Logger))
 			if err != nil {
 				return err
 			}

@@ -47,7 +47,7 @@ func upPartitions(cmd *cobra.Command, g *globals, dir, listen, metricsListen str
 		cfg := server.Config{Dir: filepath.Join(dir, fmt.Sprintf("p%d", k)), Partition: uint16(k), Secret: g.secret,
 			Logger: log.With("partition", k), Storage: publicURL(storeURL), LockTimeout: lockTimeout,
 			TrashDays: trashDays}
-		srv, addr, stop, err := startPartition(cfg, metricsListen != "")
+		srv, addr, stop, err := startPartition(cfg, metricsListen != "", hostedJobs(st, storeURL, g.secret, cfg.Logger))
 		if err != nil {
 			return err
 		}
@@ -91,27 +91,50 @@ func peersOf(k int, addrs []string) map[uint16]string {
 // startPartition opens and serves one partition on a free loopback port,
 // with its own metrics endpoint (also on a free port, logged) if metrics
 // are asked for. stop shuts it down gracefully.
-func startPartition(cfg server.Config, metrics bool) (*server.Server, string, func(), error) {
-	return startPartitionOn(cfg, "127.0.0.1:0", metrics)
+func startPartition(cfg server.Config, metrics bool, jobs func(uint16, string) func()) (*server.Server, string, func(), error) {
+	return startPartitionOn(cfg, "127.0.0.1:0", metrics, jobs)
+}
+
+// hostedJobs returns what starts the object store jobs of a partition a
+// process hosts (internal/host), as of its own.
+func hostedJobs(st *storageFlags, storeURL, secret string, log *slog.Logger) func(uint16, string) func() {
+	return func(p uint16, addr string) func() {
+		stop, err := st.startStoreJobs(storeURL, addr, secret, "", false, p, nil, log.With("hosted", p))
+		if err != nil {
+			log.Warn("no object store jobs for a hosted partition", "hosted", p, "err", err)
+			return func() {}
+		}
+		return stop
+	}
 }
 
 // startPartitionOn is startPartition on the address listen.
-func startPartitionOn(cfg server.Config, listen string, metrics bool) (*server.Server, string, func(), error) {
+func startPartitionOn(cfg server.Config, listen string, metrics bool, jobs func(uint16, string) func()) (*server.Server, string, func(), error) {
 	obsReg := observe.NewRegistry()
 	if metrics {
 		cfg.Metrics = obsReg
 	}
 	cfg.ReleaseMemory = true
 	setServerGC()
+	// Each partition (each replica) hosts the virtual partitions moved to
+	// its group, as a `canopy meta` process does.
+	hosted, err := openHost(cfg, listen, jobs)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	cfg.Hosting = hosted
 	srv, err := server.Open(cfg)
 	if err != nil {
+		hosted.Close()
 		return nil, "", nil, err
 	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		srv.Close()
+		hosted.Close()
 		return nil, "", nil, fmt.Errorf("listen: %w", err)
 	}
+	hosted.SetHomeAddr(ln.Addr().String())
 	go srv.Serve(ln)
 	var obs *observe.Server
 	if metrics {
@@ -131,6 +154,7 @@ func startPartitionOn(cfg server.Config, listen string, metrics bool) (*server.S
 		if err := srv.Shutdown(ctx); err != nil {
 			cfg.Logger.Warn("shutdown", "err", err)
 		}
+		hosted.Close()
 	}
 	return srv, ln.Addr().String(), stop, nil
 }
