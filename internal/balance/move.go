@@ -199,19 +199,11 @@ func (e Env) move(ctx context.Context, p string, v, to uint16, srcAddrs, dstHost
 		}
 	}
 	// Replicas the group no longer has that a move stopped midway left
-	// running (removed, not yet stopped) go too.
-	for _, a := range srcAddrs {
-		l, err := e.HostList(ctx, a)
-		if err != nil {
-			continue // gone with its process; it is stopped when found again
-		}
-		for _, r := range l.Replicas {
-			if r.Partition == uint32(v) && !slices.ContainsFunc(arrived, func(x *pb.HostReplica) bool { return x.Id == r.Id }) {
-				if err := e.hostStop(ctx, l.HomeAddr, v, r.Id); err != nil {
-					return nil, fmt.Errorf("move %s: %w", p, err)
-				}
-			}
-		}
+	// running (removed, not yet stopped) go too: every process of the
+	// namespace is asked (by the addresses of every route; a replica
+	// removed from its group may no longer answer at its own).
+	if err := e.stopStrays(ctx, v, arrived); err != nil {
+		return nil, fmt.Errorf("move %s: %w", p, err)
 	}
 	if err := e.setRoute(ctx, v, newAddrs); err != nil {
 		return nil, fmt.Errorf("move %s: %w", p, err)
@@ -222,6 +214,40 @@ func (e Env) move(ctx context.Context, p string, v, to uint16, srcAddrs, dstHost
 	}
 	res.Replicas = newAddrs
 	return res, nil
+}
+
+// stopStrays stops, in every process reachable through the routes, the
+// replicas of v that are not among keep. A process that does not answer
+// is passed over: its stray is stopped by a later move of v.
+func (e Env) stopStrays(ctx context.Context, v uint16, keep []*pb.HostReplica) error {
+	t, err := e.ReadTables(ctx)
+	if err != nil {
+		return err
+	}
+	asked := map[string]bool{}
+	for _, r := range t.Routes {
+		for _, a := range r.Addrs {
+			if asked[a] {
+				continue
+			}
+			asked[a] = true
+			lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			l, err := e.HostList(lctx, a)
+			cancel()
+			if err != nil || asked["home "+l.HomeAddr] {
+				continue
+			}
+			asked["home "+l.HomeAddr] = true
+			for _, h := range l.Replicas {
+				if h.Partition == uint32(v) && !slices.ContainsFunc(keep, func(x *pb.HostReplica) bool { return x.Id == h.Id }) {
+					if err := e.hostStop(ctx, l.HomeAddr, v, h.Id); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // placeMembers finds the group of the process each member runs in, and

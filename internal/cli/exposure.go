@@ -103,7 +103,7 @@ func bootstrapAdmin(srv *server.Server, cfg *server.Config, dir string) error {
 	// reaches it. Three tries, each bounded by the client's OpTimeout.
 	var token string
 	for try := 1; ; try++ {
-		token, err = addLocalAdmin(ln.Addr().String(), opts)
+		token, err = addLocalAdmin(ln.Addr().String(), opts, localAdminName(cfg))
 		if err == nil || try == 3 {
 			break
 		}
@@ -117,18 +117,29 @@ func bootstrapAdmin(srv *server.Server, cfg *server.Config, dir string) error {
 	return nil
 }
 
-// addLocalAdmin creates the local admin credential through a client of
-// addr, or gives it a new token if it exists, and returns the token.
-func addLocalAdmin(addr string, opts client.Options) (string, error) {
+// localAdminName names the local admin credential of the server cfg
+// configures: one per replica of a replicated root partition, so that
+// replicas started together do not rotate each other's token away (each
+// process's object store jobs use its own).
+func localAdminName(cfg *server.Config) string {
+	if len(cfg.Peers) == 0 {
+		return localAdmin
+	}
+	return fmt.Sprintf("%s-r%d", localAdmin, cfg.ReplicaID)
+}
+
+// addLocalAdmin creates the local admin credential name through a client
+// of addr, or gives it a new token if it exists, and returns the token.
+func addLocalAdmin(addr string, opts client.Options, name string) (string, error) {
 	c, err := client.Dial(addr, opts)
 	if err != nil {
 		return "", err
 	}
 	defer c.Close()
 	ctx := context.Background()
-	token, _, err := c.AddCredential(ctx, client.Credential{Name: localAdmin, Admin: true, AllowRoot: true})
+	token, _, err := c.AddCredential(ctx, client.Credential{Name: name, Admin: true, AllowRoot: true})
 	if errors.Is(err, syscall.EEXIST) {
-		token, err = c.RotateCredential(ctx, localAdmin)
+		token, err = c.RotateCredential(ctx, name)
 	}
 	return token, err
 }
