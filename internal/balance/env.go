@@ -24,6 +24,7 @@ import (
 	pb "github.com/canopyfs/canopy/api/metapb"
 	"github.com/canopyfs/canopy/internal/mount"
 	"github.com/canopyfs/canopy/internal/protocol"
+	"github.com/canopyfs/canopy/internal/rpc"
 )
 
 // Env is how the package reaches the cluster.
@@ -236,4 +237,37 @@ func deadlineOf(ctx context.Context) time.Time {
 		return d
 	}
 	return time.Now().Add(time.Minute)
+}
+
+// Dialer returns a Call that dials the servers at addrs for each call
+// with cfg (its secret, token, TLS and timeouts), as the superuser.
+func Dialer(cfg rpc.ClientConfig) func(ctx context.Context, addrs []string, m pb.Method, req, reply proto.Message) error {
+	return func(ctx context.Context, addrs []string, m pb.Method, req, reply proto.Message) error {
+		c, err := rpc.DialAny(addrs, cfg)
+		if err != nil {
+			return fmt.Errorf("%s at %v: %w", m, addrs, err)
+		}
+		defer c.Close()
+		var data []byte
+		if req != nil {
+			data, _ = proto.Marshal(req)
+		}
+		st, rep, err := c.Call(ctx, uint16(m), rpc.Cred{}, data)
+		if err != nil {
+			return fmt.Errorf("%s at %v: %w", m, addrs, err)
+		}
+		if st != 0 {
+			var d pb.ErrorDetail
+			if proto.Unmarshal(rep, &d) == nil && d.Message != "" {
+				return fmt.Errorf("%s: %w", d.Message, syscall.Errno(st))
+			}
+			return fmt.Errorf("%s at %v: %w", m, addrs, syscall.Errno(st))
+		}
+		if reply != nil {
+			if err := proto.Unmarshal(rep, reply); err != nil {
+				return fmt.Errorf("%s at %v: reply: %w", m, addrs, err)
+			}
+		}
+		return nil
+	}
 }

@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
-	"syscall"
 
 	"google.golang.org/protobuf/proto"
 
@@ -31,31 +29,6 @@ func callAt(ctx context.Context, g *globals, addrs []string, m pb.Method, req, r
 	if err != nil {
 		return err
 	}
-	c, err := rpc.DialAny(addrs, rpc.ClientConfig{Secret: opts.Secret, TLS: opts.TLS, Token: opts.Token,
-		CallTimeout: g.timeout, OpTimeout: g.timeout})
-	if err != nil {
-		return fmt.Errorf("%s at %v: %w", m, addrs, err)
-	}
-	defer c.Close()
-	var data []byte
-	if req != nil {
-		data, _ = proto.Marshal(req)
-	}
-	st, rep, err := c.Call(ctx, uint16(m), rpc.Cred{}, data)
-	if err != nil {
-		return fmt.Errorf("%s at %v: %w", m, addrs, err)
-	}
-	if st != 0 {
-		var d pb.ErrorDetail
-		if proto.Unmarshal(rep, &d) == nil && d.Message != "" {
-			return fmt.Errorf("%s: %w", d.Message, syscall.Errno(st))
-		}
-		return fmt.Errorf("%s at %v: %w", m, addrs, syscall.Errno(st))
-	}
-	if reply != nil {
-		if err := proto.Unmarshal(rep, reply); err != nil {
-			return fmt.Errorf("%s at %v: reply: %w", m, addrs, err)
-		}
-	}
-	return nil
+	return balance.Dialer(rpc.ClientConfig{Secret: opts.Secret, TLS: opts.TLS, Token: opts.Token,
+		CallTimeout: g.timeout, OpTimeout: g.timeout})(ctx, addrs, m, req, reply)
 }

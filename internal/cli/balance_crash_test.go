@@ -41,18 +41,9 @@ func TestBalanceMovesUnderKills(t *testing.T) {
 	}
 	dir := t.TempDir()
 	store := filepath.Join(dir, "objects")
-	addrs := []string{stablePort(t), stablePort(t)}
-	metas := make([]*proc, 2)
-	for p := range metas {
-		metas[p] = &proc{t: t, name: fmt.Sprintf("group %d", p), args: []string{"meta", "--dir", filepath.Join(dir, fmt.Sprint(p)),
-			"--listen", addrs[p], "--partition", fmt.Sprint(p), "--storage", store}}
-		metas[p].start()
-		t.Cleanup(metas[p].kill)
-	}
-	mustCanopy(t, addrs[0], "routing", "set", "0", addrs[0])
-	mustCanopy(t, addrs[0], "routing", "set", "1", addrs[1])
-	mustCanopy(t, addrs[0], "mounttable", "add", "/p1", "1")
-	rt := &proc{t: t, name: "router", args: []string{"router", "--listen", stablePort(t), "--root", addrs[0]}}
+	addrs, groups := startGroups(t, dir, store, 2, 1)
+	metas := []*proc{groups[0][0], groups[1][0]}
+	rt := &proc{t: t, name: "router", args: []string{"router", "--listen", stablePort(t), "--root", addrs[0][0]}}
 	rt.start()
 	t.Cleanup(rt.kill)
 	raddr := rt.args[2]
@@ -218,7 +209,7 @@ func TestBalanceMovesUnderKills(t *testing.T) {
 		}
 	}
 	hosted := func(g int) []string {
-		names, _ := filepath.Glob(filepath.Join(dir, fmt.Sprint(g), "hosted", fmt.Sprintf("p%d-*", split.VPart)))
+		names, _ := filepath.Glob(filepath.Join(dir, fmt.Sprintf("g%d", g), "r1", "hosted", fmt.Sprintf("p%d-*", split.VPart)))
 		return names
 	}
 	if left := hosted(1 - final); len(left) != 0 {
