@@ -85,6 +85,21 @@ func (f *File) Invalidate() {
 	}
 }
 
+// Discard drops the file's buffered writes without committing them: what
+// a commit refused for good (a quota, a full store) is not tried again by
+// the next commit or the close, as a local file system keeps no data a
+// close(2) reported it could not store.
+func (f *File) Discard() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.w != nil {
+		f.w.Abort()
+	}
+	if f.r != nil {
+		f.r.Invalidate()
+	}
+}
+
 // Resized tells the file its length was set to size elsewhere (a
 // truncate): it drops what it has read, and its writes continue from the
 // new length. Its own buffered writes must have been committed first

@@ -299,6 +299,12 @@ func (fs *FS) sync(op string, fh uint64, durable bool) gofuse.Status {
 		commit = h.f.Sync
 	}
 	if err := commit(); err != nil {
+		if op == opFlush && refusedForGood(err) {
+			// close(2) reports it; the data goes, as on a local file
+			// system: kept, it would be tried again by the release, or by
+			// the next open's truncate, and refuse that (EDQUOT on open).
+			h.f.Discard()
+		}
 		return fs.fail(op, err)
 	}
 	fs.afterCommit(h)
@@ -310,6 +316,13 @@ func (fs *FS) sync(op string, fh uint64, durable bool) gofuse.Status {
 		}
 	}
 	return gofuse.OK
+}
+
+// refusedForGood reports whether a commit failed for a reason trying it
+// again would not change: a quota reached, the store full, the file too
+// large.
+func refusedForGood(err error) bool {
+	return errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EFBIG)
 }
 
 // Release closes a file once the kernel has no more use for it: the last

@@ -58,7 +58,23 @@ func TestQuotaOnMount(t *testing.T) {
 	if !errors.Is(err, syscall.EDQUOT) {
 		t.Fatalf("write one byte past the limit: %v, want EDQUOT", err)
 	}
-	must(t, os.WriteFile(f.path("q", "sub", "big"), make([]byte, maxBytes-5000), 0o644))
+	// A close that reports EDQUOT drops what it could not store: while
+	// another descriptor keeps the file open (no release yet), an open
+	// that truncates it does not try that data again (it answered EDQUOT
+	// when the data stayed buffered).
+	fd, err := unix.Open(f.path("q", "sub", "big"), unix.O_WRONLY|unix.O_TRUNC|unix.O_CLOEXEC, 0)
+	must(t, err)
+	_, err = unix.Write(fd, make([]byte, maxBytes-5000+1))
+	must(t, err)
+	held, err := unix.Dup(fd)
+	must(t, err)
+	closeErr := unix.Close(fd)
+	err = os.WriteFile(f.path("q", "sub", "big"), make([]byte, maxBytes-5000), 0o644)
+	unix.Close(held) // before any failure: a file left open keeps the mount from going
+	if !errors.Is(closeErr, syscall.EDQUOT) {
+		t.Errorf("close after a write past the limit: %v, want EDQUOT", closeErr)
+	}
+	must(t, err)
 	out, err = runErr("", "truncate", "-s", fmt.Sprint(maxBytes), f.path("q", "a"))
 	if err == nil || !strings.Contains(out, "Disk quota exceeded") {
 		t.Errorf("truncate past the limit: %v: %s", err, out)
