@@ -43,10 +43,7 @@ func TestBalanceMovesUnderKills(t *testing.T) {
 	store := filepath.Join(dir, "objects")
 	addrs, groups := startGroups(t, dir, store, 2, 1)
 	metas := []*proc{groups[0][0], groups[1][0]}
-	rt := &proc{t: t, name: "router", args: []string{"router", "--listen", stablePort(t), "--root", addrs[0][0]}}
-	rt.start()
-	t.Cleanup(rt.kill)
-	raddr := rt.args[2]
+	raddr := startRouterProc(t, addrs[0])
 
 	ctx := context.Background()
 	c, err := client.Dial(raddr, client.Options{Cred: &client.Cred{}, CallTimeout: 2 * time.Second, OpTimeout: 60 * time.Second})

@@ -74,10 +74,7 @@ func testBalanceMove(t *testing.T, replicas int) {
 	dir := t.TempDir()
 	store := filepath.Join(dir, "objects")
 	addrs, metas := startGroups(t, dir, store, 2, replicas)
-	rt := &proc{t: t, name: "router", args: []string{"router", "--listen", stablePort(t), "--root", strings.Join(addrs[0], ",")}}
-	rt.start()
-	t.Cleanup(rt.kill)
-	raddr := rt.args[2]
+	raddr := startRouterProc(t, addrs[0])
 
 	ctx := context.Background()
 	c, err := client.Dial(raddr, client.Options{Cred: &client.Cred{}, CallTimeout: 2 * time.Second, OpTimeout: 30 * time.Second})
@@ -563,4 +560,14 @@ func objectsOf(t *testing.T, c *client.Client, store, p string) []string {
 		t.Fatalf("%s has no objects", p)
 	}
 	return paths
+}
+
+// startRouterProc runs `canopy router` in front of the root group at root
+// and returns its address.
+func startRouterProc(t *testing.T, root []string) string {
+	t.Helper()
+	rt := &proc{t: t, name: "router", args: []string{"router", "--listen", stablePort(t), "--root", strings.Join(root, ",")}}
+	rt.start()
+	t.Cleanup(rt.kill)
+	return rt.args[2]
 }
