@@ -31,9 +31,9 @@ type Plan struct {
 // vpartWeight is what the planner knows of one virtual partition.
 type vpartWeight struct {
 	vpart   uint16
-	path    string // its mount prefix; "" for one not mounted
+	path    string // the prefix its root is mounted at; "" unless mounted once, whole
 	group   uint16 // the group whose processes run it
-	movable bool   // made by split (hosted), and mounted at one prefix
+	movable bool   // made by split (hosted), with a path
 	weight  float64
 }
 
@@ -58,15 +58,18 @@ func (e Env) weigh(ctx context.Context, by string, sample time.Duration) ([]vpar
 	var vs []vpartWeight
 	lsn := map[uint16]uint64{}
 	for _, r := range t.Routes {
+		if len(r.Addrs) == 0 {
+			continue
+		}
 		v := vpartWeight{vpart: uint16(r.Vpart)}
-		var prefixes []string
+		var mounts []*pb.MountEntry
 		for _, m := range t.Mounts {
 			if m.Vpart == r.Vpart {
-				prefixes = append(prefixes, m.Prefix)
+				mounts = append(mounts, m)
 			}
 		}
-		if len(prefixes) == 1 {
-			v.path = prefixes[0]
+		if len(mounts) == 1 && mounts[0].Target == "/" {
+			v.path = mounts[0].Prefix // what Move takes
 		}
 		l, err := e.HostList(ctx, r.Addrs[0])
 		if err != nil {

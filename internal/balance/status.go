@@ -18,6 +18,8 @@ type Placement struct {
 	Err      string             `json:"error,omitempty"`
 }
 
+// PlacementReplica is one replica of a placed virtual partition, with the
+// group of the process it runs in.
 type PlacementReplica struct {
 	ID      uint64 `json:"id"`
 	Addr    string `json:"addr"`
